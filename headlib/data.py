@@ -1,0 +1,160 @@
+"""Corpora: Multi30k en-de / en-fr, the en-ru pool, NTREX, and any line-aligned text files.
+
+Data are read from `$HEADLIB_DATA`, else `../shared/data`; nothing is copied into the repo.
+Bad input (line counts that differ, invalid UTF-8, an empty side, a malformed TSV row) raises
+one `DataError` that names the file and the line.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+PAIRS = ("en-de", "en-fr", "en-ru")
+MULTI30K_TESTS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+ENRU_TESTS = ("newstest2019-2020", "flores-devtest", "tatoeba-heldout")
+ENRU_HELDOUT_TATOEBA = 1000   # conversational test set carved out of train
+ENRU_HELDOUT_SEED = 2019
+NTREX_LANG = {"de": "deu", "fr": "fra", "ru": "rus"}
+
+
+class DataError(ValueError):
+    """Malformed corpus input; the message names the file and the line."""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    src: tuple[str, ...]
+    tgt: tuple[str, ...]
+    origin: tuple[str, ...] | None = None   # en-ru: the source set of each pair
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def head(self, n: int) -> "Corpus":
+        if n <= 0 or n >= len(self):
+            return self
+        origin = self.origin[:n] if self.origin else None
+        return Corpus(self.name, self.src[:n], self.tgt[:n], origin)
+
+    def where(self, keep) -> "Corpus":
+        """The pairs whose origin satisfies `keep(origin)`."""
+        idx = [i for i, o in enumerate(self.origin or ()) if keep(o)]
+        return Corpus(self.name, tuple(self.src[i] for i in idx), tuple(self.tgt[i] for i in idx),
+                      tuple(self.origin[i] for i in idx))
+
+
+def data_root() -> Path:
+    """`$HEADLIB_DATA`, else `../shared/data` (relative to the repo or the working directory)."""
+    env = os.environ.get("HEADLIB_DATA")
+    candidates = [Path(env)] if env else [
+        Path(__file__).resolve().parent.parent.parent / "shared" / "data",
+        Path.cwd().parent / "shared" / "data",
+    ]
+    for c in candidates:
+        if c.is_dir():
+            return c
+    raise DataError(
+        "no data directory found: set HEADLIB_DATA to a folder holding multi30k/, enru/, ntrex/, ud/ "
+        f"(looked in {', '.join(map(str, candidates))}); see ../shared/data/README.md for the sources")
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """Lines of a UTF-8 text file (optionally .gz), newline stripped; empty lines are errors."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    opener = gzip.open if path.suffix == ".gz" else open
+    lines = []
+    with opener(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{n}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
+            if not line.strip():
+                raise DataError(f"{path}:{n}: empty line (every pair needs both sides)")
+            lines.append(line)
+    return lines
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path, name: str = "") -> Corpus:
+    """Two line-aligned files: one sentence a line, same number of lines."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
+                        "files must be line-aligned")
+    return Corpus(name or Path(src_path).stem, tuple(src), tuple(tgt))
+
+
+def read_tsv(path: str | Path, name: str = "") -> Corpus:
+    """`origin<TAB>source<TAB>target` rows (the en-ru pool)."""
+    origin, src, tgt = [], [], []
+    for n, line in enumerate(read_lines(path), 1):
+        parts = line.split("\t")
+        if len(parts) != 3 or not parts[1].strip() or not parts[2].strip():
+            raise DataError(f"{path}:{n}: expected origin<TAB>source<TAB>target with both sides "
+                            f"non-empty, got {len(parts)} field(s)")
+        origin.append(parts[0]); src.append(parts[1]); tgt.append(parts[2])
+    return Corpus(name or Path(path).stem, tuple(src), tuple(tgt), tuple(origin))
+
+
+def _multi30k(root: Path, lang: str, split: str) -> Corpus:
+    d = root / "multi30k"
+    return read_parallel(d / f"{split}.en.gz", d / f"{split}.{lang}.gz", name=split)
+
+
+def _enru_train_heldout(root: Path) -> tuple[Corpus, Corpus]:
+    """Train minus 1,000 Tatoeba pairs (fixed seed), and those pairs as a conversational test."""
+    pool = read_tsv(root / "enru" / "train.tsv", name="train")
+    tatoeba = [i for i, o in enumerate(pool.origin) if o.startswith("tatoeba")]
+    held = set(random.Random(ENRU_HELDOUT_SEED).sample(tatoeba, ENRU_HELDOUT_TATOEBA))
+    pick = lambda idx, name: Corpus(name, tuple(pool.src[i] for i in idx),
+                                    tuple(pool.tgt[i] for i in idx), tuple(pool.origin[i] for i in idx))
+    keep = [i for i in range(len(pool)) if i not in held]
+    return pick(keep, "train"), pick(sorted(held), "tatoeba-heldout")
+
+
+def load_split(pair: str, split: str, root: str | Path | None = None) -> Corpus:
+    """One split of a language pair: `train`, `dev`, or a name from `test_sets(pair)`."""
+    root = Path(root) if root else data_root()
+    if pair not in PAIRS:
+        raise DataError(f"unknown pair {pair!r}; valid pairs: {', '.join(PAIRS)}")
+    if pair in ("en-de", "en-fr"):
+        lang = pair[3:]
+        name = {"dev": "val"}.get(split, split)
+        if name not in ("train", "val") + MULTI30K_TESTS:
+            raise DataError(f"unknown split {split!r} for {pair}; valid: train, dev, {', '.join(MULTI30K_TESTS)}")
+        return _multi30k(root, lang, name)
+    if split in ("train", "tatoeba-heldout"):
+        train, held = _enru_train_heldout(root)
+        return train if split == "train" else held
+    if split == "dev":
+        return read_tsv(root / "enru" / "dev.tsv", name="dev")
+    test = read_tsv(root / "enru" / "test.tsv", name=split)
+    if split == "newstest2019-2020":
+        return test.where(lambda o: o.startswith(("newstest2019", "newstest2020")))
+    if split == "flores-devtest":
+        return test.where(lambda o: o.startswith("flores"))
+    raise DataError(f"unknown split {split!r} for en-ru; valid: train, dev, {', '.join(ENRU_TESTS)}")
+
+
+def test_sets(pair: str) -> tuple[str, ...]:
+    return ENRU_TESTS if pair == "en-ru" else MULTI30K_TESTS
+
+
+def main_test_set(pair: str) -> str:
+    return test_sets(pair)[0]
+
+
+def load_ntrex(lang: str, root: str | Path | None = None) -> Corpus:
+    """NTREX-128: the newstest2019 English source with references in de, fr or ru."""
+    root = Path(root) if root else data_root()
+    if lang not in NTREX_LANG:
+        raise DataError(f"NTREX target must be one of {', '.join(NTREX_LANG)}, got {lang!r}")
+    d = root / "ntrex"
+    return read_parallel(d / "newstest2019-src.eng.txt", d / f"newstest2019-ref.{NTREX_LANG[lang]}.txt",
+                         name=f"ntrex-en-{lang}")

@@ -1,0 +1,311 @@
+"""Training: Adam + inverse-sqrt schedule, label smoothing, token-capped batches, gradient
+accumulation, dev BLEU with early stopping, checkpoint averaging, atomic resumable checkpoints.
+
+A run lives in `artifacts/runs/<pair>-<profile>-<hash>/` where the hash covers the config and the
+headlib version; a finished run is never retrained (`results.json` is the marker).
+
+    last.pt     model, optimizer, step, data-iterator position, RNG state, history (resume)
+    best.pt     weights with the best dev BLEU
+    snap-*.pt   weights at the last `average_last` evaluations (checkpoint averaging)
+    final.pt    the model used downstream (best or averaged, whichever has higher dev BLEU)
+    results.json  dev/test BLEU, chrF and sacrebleu signatures, training statistics
+
+Distributed: under `torchrun`, each update's micro-batches are split across ranks
+(DistributedDataParallel; gloo on CPU, nccl on GPU); the loss is normalised by the target
+tokens of the whole update, so any world size computes the same gradient.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from . import __version__
+from .batching import Encoded, collate, epoch_order, make_batches
+from .bpe import BPE, PAD_ID, cached_bpe
+from .config import Config, ModelConfig
+from .data import Corpus, load_split, test_sets
+from .decode import score, translate
+from .files import artifacts_dir, torch_save, write_json
+from .model import Transformer
+
+
+@dataclass
+class Prepared:
+    bpe: BPE
+    train: Encoded
+    dev: Corpus
+
+
+def prepare_data(cfg: Config) -> Prepared:
+    train = load_split(cfg.data.pair, "train").head(cfg.data.train_limit)
+    dev = load_split(cfg.data.pair, "dev").head(cfg.data.dev_limit)
+    bpe = cached_bpe(train.src, train.tgt, cfg.data.bpe_vocab)
+    src, tgt = bpe.encode_batch(train.src), bpe.encode_batch(train.tgt)
+    keep = [i for i in range(len(src)) if 0 < len(src[i]) <= cfg.data.max_len and 0 < len(tgt[i]) <= cfg.data.max_len]
+    return Prepared(bpe, Encoded([src[i] for i in keep], [tgt[i] for i in keep]), dev)
+
+
+def run_dir(cfg: Config) -> Path:
+    return artifacts_dir() / "runs" / f"{cfg.data.pair}-{cfg.profile}-{cfg.digest(__version__)}"
+
+
+def lr_at(step: int, cfg: Config) -> float:
+    """Inverse-sqrt schedule (App. B.3): linear warmup to `lr`, then lr * sqrt(warmup / step)."""
+    step = max(step, 1)
+    return cfg.train.lr * min(step / cfg.train.warmup, math.sqrt(cfg.train.warmup / step))
+
+
+def device() -> torch.device:
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def autocast(cfg: Config, dev: torch.device):
+    return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.train.bf16)
+
+
+def token_loss(model, src, tgt_in, tgt_out, label_smoothing: float, gates=None):
+    """Summed label-smoothed cross-entropy over non-pad target tokens, and their count.
+
+    The output projection is applied only at non-pad positions.
+    """
+    hidden = model.decode(tgt_in, model.encode(src, gates), src, gates)  # (B, T, D)
+    keep = tgt_out.ne(PAD_ID)
+    logits = model.logits(hidden[keep])                                # (N, V)
+    loss = F.cross_entropy(logits.float(), tgt_out[keep], label_smoothing=label_smoothing, reduction="sum")
+    return loss, int(keep.sum())
+
+
+def evaluate_bleu(model, bpe: BPE, corpus: Corpus, beam: int = 1, alpha: float = 1.0, gates=None) -> dict:
+    hyps = translate(model, bpe, corpus.src, beam=beam, alpha=alpha, gates=gates)
+    return score(hyps, list(corpus.tgt)) | {"beam": beam, "len_alpha": alpha}
+
+
+def average_weights(paths: list[Path]) -> dict:
+    states = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
+    return {k: sum(s[k].double() for s in states).div(len(states)).to(states[0][k].dtype)
+            if states[0][k].is_floating_point() else states[0][k] for k in states[0]}
+
+
+class Trainer:
+    """One training run; `fit()` resumes from `last.pt` if it exists."""
+
+    def __init__(self, cfg: Config, out: Path | None = None, progress: bool = True):
+        self.cfg, self.out, self.progress = cfg, Path(out or run_dir(cfg)), progress
+        self.world = int(os.environ.get("WORLD_SIZE", 1))
+        if self.world > 1 and not dist.is_initialized():
+            dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        self.rank = dist.get_rank() if self.world > 1 else 0
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        self.dev = device()
+        self.data = prepare_data(cfg)
+        self.batches = make_batches(self.data.train, cfg.train.max_tokens)
+        torch.manual_seed(cfg.train.seed)
+        self.model = Transformer(cfg.model, self.data.bpe.vocab_size).to(self.dev)
+        self.net = self.model
+        if self.world > 1:
+            self.net = torch.nn.parallel.DistributedDataParallel(self.model)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr, betas=cfg.train.betas,
+                                    eps=cfg.train.adam_eps)
+        self.state = {"step": 0, "epoch": 0, "pos": 0, "best_bleu": -1.0, "bad_evals": 0,
+                      "elapsed": 0.0, "tokens": 0, "history": [], "snapshots": [], "stopped": ""}
+        if (self.out / "last.pt").is_file():
+            self._load(self.out / "last.pt")
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def _save_last(self):
+        if self.rank == 0:
+            torch_save(self.out / "last.pt", {
+                "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
+                "state": self.state, "config": self.cfg.to_dict(), "version": __version__,
+                "rng": {"torch": torch.get_rng_state(), "python": random.getstate()}})
+
+    def _load(self, path: Path):
+        ckpt = torch.load(path, map_location=self.dev, weights_only=False)
+        self.model.load_state_dict(ckpt["model"])
+        self.opt.load_state_dict(ckpt["optimizer"])
+        self.state = ckpt["state"]
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        random.setstate(ckpt["rng"]["python"])
+
+    # -- loop ---------------------------------------------------------------------------------
+    def _update(self, group: list[int]) -> tuple[float, int]:
+        """One optimizer update over the micro-batches `group` (split across ranks)."""
+        cfg, data = self.cfg, self.data.train
+        lr = lr_at(self.state["step"] + 1, cfg)
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        total = sum(len(data.tgt[i]) + 1 for b in group for i in self.batches[b])  # whole update
+        mine = group[self.rank::self.world]
+        self.opt.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        for j, b in enumerate(mine):
+            src, tgt_in, tgt_out = (t.to(self.dev) for t in collate(data, self.batches[b]))
+            sync = j == len(mine) - 1 or self.world == 1
+            ctx = contextlib.nullcontext() if sync else self.net.no_sync()
+            with ctx:
+                with autocast(cfg, self.dev):
+                    loss = self._loss(src, tgt_in, tgt_out)
+                (loss * self.world / total).backward()
+            loss_sum += loss.item()
+        if cfg.train.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.train.clip_norm)
+        self.opt.step()
+        return loss_sum, total
+
+    def _loss(self, src, tgt_in, tgt_out):
+        ls = self.cfg.train.label_smoothing
+        if self.world == 1:
+            return token_loss(self.model, src, tgt_in, tgt_out, ls)[0]
+        # DDP's gradient hooks fire only through the wrapper's forward: route the loss through it.
+        logits = self.net(src, tgt_in)                                  # (B, T, V)
+        keep = tgt_out.ne(PAD_ID)
+        return F.cross_entropy(logits[keep].float(), tgt_out[keep], label_smoothing=ls, reduction="sum")
+
+    def _groups(self, epoch: int) -> list[list[int]]:
+        n = self.cfg.train.accum * self.world
+        order = epoch_order(len(self.batches), self.cfg.train.seed, epoch)
+        return [order[i:i + n] for i in range(0, len(order) - n + 1, n)]
+
+    def _evaluate(self):
+        s, cfg = self.state, self.cfg
+        self.model.eval()
+        dev = evaluate_bleu(self.model, self.data.bpe, self.data.dev)
+        self.model.train()
+        s["history"].append({"step": s["step"], "epoch": s["epoch"], "minutes": round(s["elapsed"] / 60, 2),
+                             "dev_bleu": dev["bleu"], "tokens": s["tokens"]})
+        if dev["bleu"] > s["best_bleu"]:
+            s["best_bleu"], s["bad_evals"] = dev["bleu"], 0
+            torch_save(self.out / "best.pt", self.model.state_dict())
+        else:
+            s["bad_evals"] += 1
+        if cfg.train.average_last > 1:
+            snap = self.out / f"snap-{s['step']:07d}.pt"
+            torch_save(snap, self.model.state_dict())
+            s["snapshots"] = (s["snapshots"] + [snap.name])[-cfg.train.average_last:]
+            for old in self.out.glob("snap-*.pt"):
+                if old.name not in s["snapshots"]:
+                    old.unlink()
+        return dev["bleu"]
+
+    def fit(self, stop_after: int | None = None) -> dict:
+        """Train until max_steps / max_minutes / early stopping. `stop_after` simulates a crash
+        after that many updates (for the resume test): it returns without finishing the run."""
+        cfg, s = self.cfg, self.state
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.model.train()
+        bar = None
+        if self.progress and self.rank == 0:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=cfg.train.max_steps, initial=s["step"], desc=f"train {cfg.data.pair}/{cfg.profile}",
+                       dynamic_ncols=True, mininterval=5)
+        save_every = cfg.train.save_every or cfg.train.eval_every
+        t0, window_tokens, window_t = time.time() - s["elapsed"], 0, time.time()
+        while not s["stopped"]:
+            groups = self._groups(s["epoch"])
+            while s["pos"] < len(groups) and not s["stopped"]:
+                loss, ntok = self._update(groups[s["pos"]])
+                s["step"] += 1; s["pos"] += 1; s["tokens"] += ntok
+                s["elapsed"] = time.time() - t0
+                window_tokens += ntok
+                if s["step"] % cfg.train.eval_every == 0:
+                    bleu = self._evaluate() if self.rank == 0 else 0.0
+                    if bar:
+                        bar.set_postfix_str(f"dev BLEU {bleu:.1f} (best {s['best_bleu']:.1f})")
+                    if s["bad_evals"] >= cfg.train.patience:
+                        s["stopped"] = "early stopping"
+                if s["step"] >= cfg.train.max_steps:
+                    s["stopped"] = "max_steps"
+                if cfg.train.max_minutes and s["elapsed"] >= cfg.train.max_minutes * 60:
+                    s["stopped"] = "max_minutes"
+                if self.world > 1:  # every rank stops together
+                    flag = torch.tensor([1 if s["stopped"] else 0], device=self.dev)
+                    dist.broadcast(flag, 0)
+                    if flag.item() and not s["stopped"]:
+                        s["stopped"] = "rank 0"
+                if s["step"] % save_every == 0 or s["stopped"]:
+                    self._save_last()
+                if bar:
+                    bar.update(1)
+                    if s["step"] % 10 == 0:
+                        rate = window_tokens / max(time.time() - window_t, 1e-9)
+                        bar.set_description(f"train {cfg.data.pair}/{cfg.profile} loss {loss / ntok:.3f} {rate:,.0f} tok/s")
+                        window_tokens, window_t = 0, time.time()
+                if stop_after is not None and s["step"] >= stop_after:
+                    if bar:
+                        bar.close()
+                    return s
+            if not s["stopped"]:
+                s["epoch"] += 1; s["pos"] = 0
+        if bar:
+            bar.close()
+        return s
+
+
+def finalize(trainer: Trainer) -> dict:
+    """Pick best vs. averaged weights on dev, tune length normalisation on dev, score the tests."""
+    cfg, out, model, bpe = trainer.cfg, trainer.out, trainer.model, trainer.data.bpe
+    s = trainer.state
+    if s["history"] == [] or s["history"][-1]["step"] != s["step"]:
+        trainer._evaluate()
+    model.eval()
+    candidates = {"best": torch.load(out / "best.pt", map_location="cpu", weights_only=True)}
+    if len(s["snapshots"]) > 1:
+        candidates["averaged"] = average_weights([out / n for n in s["snapshots"]])
+    dev_scores = {}
+    for name, weights in candidates.items():
+        model.load_state_dict(weights)
+        dev_scores[name] = evaluate_bleu(model, bpe, trainer.data.dev)["bleu"]
+    chosen = max(dev_scores, key=dev_scores.get)
+    model.load_state_dict(candidates[chosen])
+    alphas = {a: evaluate_bleu(model, bpe, trainer.data.dev, cfg.train.beam, a)["bleu"]
+              for a in cfg.train.tune_len_alpha}
+    alpha = max(alphas, key=alphas.get)
+    torch_save(out / "final.pt", {"model": model.state_dict(), "config": cfg.to_dict(), "version": __version__,
+                                  "vocab_size": bpe.vocab_size, "len_alpha": alpha})
+    bpe.save(out / "bpe.json")
+    tests = {}
+    for name in test_sets(cfg.data.pair):
+        corpus = load_split(cfg.data.pair, name)
+        tests[name] = {"greedy": evaluate_bleu(model, bpe, corpus),
+                       "beam": evaluate_bleu(model, bpe, corpus, cfg.train.beam, alpha)}
+    results = {"pair": cfg.data.pair, "profile": cfg.profile, "config": cfg.to_dict(), "version": __version__,
+               "run_dir": out.name, "steps": s["step"], "epochs": s["epoch"], "train_minutes": round(s["elapsed"] / 60, 2),
+               "train_tokens": s["tokens"], "tokens_per_second": round(s["tokens"] / max(s["elapsed"], 1e-9), 1),
+               "stopped": s["stopped"], "parameters": model.num_parameters(), "history": s["history"],
+               "dev_best_vs_averaged": dev_scores, "chosen_weights": chosen, "dev_beam_by_alpha": alphas,
+               "len_alpha": alpha, "test": tests}
+    write_json(out / "results.json", results)
+    return results
+
+
+def train(cfg: Config, progress: bool = True) -> dict:
+    """Train (or resume) and evaluate one config; a finished run is read from its cache."""
+    out = run_dir(cfg)
+    if (out / "results.json").is_file():
+        import json
+        return json.loads((out / "results.json").read_text())
+    trainer = Trainer(cfg, out, progress)
+    trainer.fit()
+    if trainer.rank != 0:
+        return {}
+    return finalize(trainer)
+
+
+def load_model(path: str | Path, map_location="cpu") -> tuple[Transformer, BPE, dict]:
+    """The final model of a run (its `final.pt`, beside `bpe.json`), in eval mode."""
+    path = Path(path)
+    ckpt = torch.load(path, map_location=map_location, weights_only=False)
+    model = Transformer(ModelConfig(**ckpt["config"]["model"]), ckpt["vocab_size"])
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    return model, BPE.load(path.parent / "bpe.json"), ckpt
