@@ -41,9 +41,11 @@ def dropout(x, p: float, training: bool):
     return x * (torch.rand(x.shape, device=x.device) >= p).to(x.dtype) * (1.0 / (1.0 - p))
 
 
-def attention(q, k, v, bias, dropout_p: float = 0.0, training: bool = False):
+def attention(q, k, v, bias, dropout_p: float = 0.0, training: bool = False, detach_weights: bool = False):
     """softmax(q k^T / sqrt(d) + bias) v.
 
+    `detach_weights` holds the softmax weights constant for the backward pass (conservative
+    LRP, Ali et al. 2022): the output is then linear in v.
     q: (B, H, Tq, dh); k, v: (B, H, Tk, dh); bias: additive mask broadcastable to (B, H, Tq, Tk).
     Returns the output (B, H, Tq, dh) and the weights (B, H, Tq, Tk).
     """
@@ -51,13 +53,22 @@ def attention(q, k, v, bias, dropout_p: float = 0.0, training: bool = False):
     if bias is not None:
         scores = scores + bias
     weights = scores.softmax(dim=-1)
+    if detach_weights:
+        weights = weights.detach()
     weights_used = dropout(weights, dropout_p, training)
     return weights_used @ v, weights
+
+
+class HookPoint(nn.Identity):
+    """Identity with a name: analysis code (LRP, gradient importance) hooks here to read or
+    replace a tensor, as in TransformerLens."""
 
 
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, attn_dropout: float = 0.0):
         super().__init__()
+        self.hook_heads = HookPoint()         # (B, H, Tq, dh): gated head outputs before W^O
+        self.detach_weights = False           # conservative LRP: softmax weights held constant
         self.n_heads, self.d_head = n_heads, d_model // n_heads
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model)
@@ -101,9 +112,11 @@ class MultiHeadAttention(nn.Module):
                 k, v = self.project_kv(memory)
                 if cache is not None:
                     cache["k"], cache["v"] = k, v
-        heads, weights = attention(q, k, v, bias, self.attn_dropout, self.training)  # (B, H, Tq, dh)
+        heads, weights = attention(q, k, v, bias, self.attn_dropout, self.training,
+                                   self.detach_weights)  # (B, H, Tq, dh)
         if gate is not None:
             heads = heads * gate.to(heads.dtype).view(1, -1, 1, 1)
+        heads = self.hook_heads(heads)
         B, H, Tq, dh = heads.shape
         out = self.out_proj(heads.transpose(1, 2).reshape(B, Tq, H * dh))
         return out, (weights if need_weights else None)

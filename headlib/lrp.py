@@ -1,0 +1,128 @@
+"""Layer-wise relevance propagation of the top-1 logit down to encoder heads (Sec. 4, App. A).
+
+Rule set `conservative` (Ali et al. 2022, "XAI for Transformers: Better Explanations through
+Conservative Propagation"; AttnLRP): hold the softmax attention weights and the LayerNorm scale
+constant, and take gradient x input. With those held constant the network is piecewise linear
+(ReLU) in its activations, so gradient x input is the epsilon-LRP rule (epsilon -> 0) on every
+linear map, and with zero biases the relevance summed over any cut of the graph equals the
+starting logit exactly (tests/test_lrp.py checks it).
+
+Head relevance (Sec. 4): at each target step t of the model's own greedy translation (teacher
+forced), start from the logit of the top-1 token; the relevance of head h in encoder layer l is
+the relevance summed over its slice of the attention output before W^O (all source positions);
+normalise over the heads of the layer (R_h / sum_h' |R_h'|, so that non-negative relevances sum to
+one); average over steps and sentences.
+
+Computed in fp32: bf16 would break conservation.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from .batching import pad, source_tensor
+from .bpe import BOS_ID, EOS_ID, PAD_ID
+from .decode import greedy
+from .model import MultiHeadAttention
+
+RULES = ("conservative",)
+
+
+def _layer_norm_constant_scale(module: nn.LayerNorm, inputs, output):
+    """LayerNorm whose 1/std is a constant for the backward pass (the forward value is unchanged)."""
+    x = inputs[0]
+    mean = x.mean(-1, keepdim=True)
+    std = (x.var(-1, unbiased=False, keepdim=True) + module.eps).sqrt().detach()
+    return (x - mean) / std * module.weight + module.bias
+
+
+@contextmanager
+def conservative(model: nn.Module):
+    """Inside this block, backward passes hold softmax weights and LayerNorm scales constant."""
+    handles = [m.register_forward_hook(_layer_norm_constant_scale)
+               for m in model.modules() if isinstance(m, nn.LayerNorm)]
+    attns = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    for m in attns:
+        m.detach_weights = True
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+        for m in attns:
+            m.detach_weights = False
+
+
+@contextmanager
+def capture_heads(model, kind: str = "enc-self"):
+    """Collect the gated head outputs (B, H, T, dh) of every layer of `kind`, in layer order."""
+    layers = {"enc-self": [l.self_attn for l in model.encoder],
+              "dec-self": [l.self_attn for l in model.decoder],
+              "dec-enc": [l.cross_attn for l in model.decoder]}[kind]
+    captured: list[torch.Tensor] = []
+    handles = [a.hook_heads.register_forward_hook(lambda m, i, o: captured.append(o)) for a in layers]
+    try:
+        yield captured
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def top1_logits(logits: torch.Tensor) -> torch.Tensor:
+    """(B, T, V) -> (B, T): the logit of the model's top-1 token at each step."""
+    return logits.gather(-1, logits.argmax(-1, keepdim=True)).squeeze(-1)
+
+
+def head_relevance_batch(model, src, tgt_in, tgt_out, rule: str = "conservative"):
+    """Summed per-step normalised head relevance (L, H) and the number of steps, for one batch.
+
+    src (B, S); tgt_in (B, T) = BOS + output; tgt_out (B, T) = output + EOS (PAD where absent).
+    """
+    if rule not in RULES:
+        raise ValueError(f"unknown LRP rule {rule!r}; valid: {', '.join(RULES)}")
+    model.eval()
+    with torch.enable_grad(), conservative(model), capture_heads(model, "enc-self") as heads:
+        start = top1_logits(model(src, tgt_in).float())                  # (B, T)
+        valid = tgt_out.ne(PAD_ID)                                       # (B, T)
+        total = torch.zeros(len(heads), heads[0].size(1), dtype=torch.float64)
+        steps = 0
+        for t in range(start.size(1)):
+            rows = valid[:, t]
+            if not rows.any():
+                continue
+            grads = torch.autograd.grad(start[rows, t].sum(), heads, retain_graph=True)
+            # relevance of each head: sum over source positions and its dh dims    (B, L, H)
+            rel = torch.stack([(z * g).sum(dim=(2, 3)) for z, g in zip(heads, grads)], dim=1)[rows]
+            rel = rel / rel.abs().sum(-1, keepdim=True).clamp_min(1e-12)
+            total += rel.double().sum(0)
+            steps += int(rows.sum())
+    return total, steps
+
+
+@torch.no_grad()
+def own_translations(model, src: torch.Tensor):
+    """Teacher-forcing inputs for the model's own greedy translation of `src`."""
+    hyps = greedy(model, src)
+    tgt_in = pad([[BOS_ID] + h for h in hyps])
+    tgt_out = pad([h + [EOS_ID] for h in hyps])
+    return tgt_in, tgt_out
+
+
+def head_relevance(model, bpe, sentences, rule: str = "conservative", batch_size: int = 32,
+                   progress: bool = False) -> torch.Tensor:
+    """Encoder head relevance (layers, heads) averaged over all generation steps of `sentences`."""
+    ids = bpe.encode_batch(sentences)
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    chunks = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    if progress:
+        from tqdm.auto import tqdm
+        chunks = tqdm(chunks, desc="LRP", leave=False)
+    total, steps = 0.0, 0
+    for idx in chunks:
+        src = source_tensor([ids[i] for i in idx])
+        tgt_in, tgt_out = own_translations(model, src)
+        t, n = head_relevance_batch(model, src, tgt_in, tgt_out, rule)
+        total, steps = total + t, steps + n
+    return (total / max(steps, 1)).float()
