@@ -76,8 +76,11 @@ class Config:
         return dataclasses.asdict(self)
 
     def digest(self, extra: str = "") -> str:
-        """Short hash of the config (and `extra`, e.g. the headlib version) for cache keys."""
-        blob = json.dumps(self.to_dict(), sort_keys=True) + extra
+        """Short hash of the config (and `extra`, e.g. the headlib version) for cache keys.
+        `train.threads` is left out: it changes speed, not results."""
+        d = self.to_dict()
+        d["train"].pop("threads")
+        blob = json.dumps(d, sort_keys=True) + extra
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
