@@ -100,7 +100,7 @@ PROFILES: dict[str, Config] = {
     "cpu": Config(
         profile="cpu",
         model=ModelConfig(d_model=256, n_heads=8, d_ff=1024, dropout=0.2, norm="pre"),
-        data=DataConfig(bpe_vocab=8000, max_len=100),
+        data=DataConfig(bpe_vocab=8000, max_len=100, dev_limit=1000),  # dev BLEU in seconds
         train=TrainConfig(max_tokens=4096, lr=1e-3, warmup=400, max_minutes=45,
                           eval_every=200, patience=8, average_last=5),
     ),
