@@ -1,0 +1,251 @@
+"""What encoder heads do (Sec. 4-5): confidence, positional heads, syntactic heads, rare-word heads.
+
+All functions take encoder self-attention maps of individual sentences, each a tensor shaped
+(layer, head, query, key) over the sentence's BPE pieces with the end-of-sentence symbol (EOS)
+last, as returned by `encoder_attention`. They return one score per (layer, head) or a tidy
+DataFrame.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from .batching import source_tensor
+
+EOS_MODES = ("exclude-both", "exclude-key", "exclude-query", "include")
+RELATIONS = ("nsubj", "dobj", "amod", "advmod")
+# direction names as in the paper's Table 1: syntactic head -> dependent, dependent -> head
+DIRECTIONS = {"nsubj": ("v->s", "s->v"), "dobj": ("v->o", "o->v"),
+              "amod": ("n->adj", "adj->n"), "advmod": ("v->adv", "adv->v")}
+
+
+@torch.no_grad()
+def encoder_attention(model, bpe, sentences, max_tokens: int = 6000) -> list[torch.Tensor]:
+    """Encoder self-attention of each sentence: (layer, head, S, S) with S = pieces + EOS, fp32."""
+    model.eval()
+    ids = bpe.encode_batch(sentences)
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    maps: list[torch.Tensor | None] = [None] * len(ids)
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and (len(ids[order[end]]) + 1) * (end - start + 1) <= max_tokens:
+            end += 1
+        idx = order[start:end]
+        src = source_tensor([ids[i] for i in idx])
+        _, weights = model.encode(src, return_attention=True)          # (L, B, H, S, S)
+        for b, i in enumerate(idx):
+            n = len(ids[i]) + 1
+            maps[i] = weights[:, b, :, :n, :n].float().clone()
+        start = end
+    return maps  # type: ignore[return-value]
+
+
+def _query_key_slices(n: int, eos_mode: str) -> tuple[slice, slice]:
+    if eos_mode not in EOS_MODES:
+        raise ValueError(f"eos_mode must be one of {', '.join(EOS_MODES)}, got {eos_mode!r}")
+    drop_q = eos_mode in ("exclude-both", "exclude-query")
+    drop_k = eos_mode in ("exclude-both", "exclude-key")
+    return slice(0, n - 1 if drop_q else n), slice(0, n - 1 if drop_k else n)
+
+
+def confidence(maps: list[torch.Tensor], eos_mode: str = "exclude-both") -> torch.Tensor:
+    """Head confidence (Sec. 4): the maximum attention weight of a query, averaged over all
+    query tokens of all sentences -> (layer, head). EOS handling is `eos_mode` (default: EOS
+    excluded as key and as query, see paper-facts.md)."""
+    total, count = 0.0, 0
+    for m in maps:
+        q, k = _query_key_slices(m.size(-1), eos_mode)
+        sub = m[:, :, q, k]
+        if sub.size(-1) == 0 or sub.size(-2) == 0:
+            continue
+        total = total + sub.max(-1).values.sum(-1)
+        count += sub.size(-2)
+    return total / max(count, 1)
+
+
+def positional_heads(maps: list[torch.Tensor], threshold: float = 0.9, eos_mode: str = "exclude-both") -> pd.DataFrame:
+    """Positional heads (Sec. 5.1): a head whose argmax (EOS excluded) falls on one relative
+    offset (key - query) at least `threshold` of the time. One row per head."""
+    L, H = maps[0].shape[:2]
+    counts = [[Counter() for _ in range(H)] for _ in range(L)]
+    for m in maps:
+        q, k = _query_key_slices(m.size(-1), eos_mode)
+        sub = m[:, :, q, k]
+        if sub.size(-1) == 0 or sub.size(-2) == 0:
+            continue
+        offsets = sub.argmax(-1) - torch.arange(sub.size(-2))              # (L, H, Q)
+        for l in range(L):
+            for h in range(H):
+                counts[l][h].update(offsets[l, h].tolist())
+    conf = confidence(maps, eos_mode)
+    rows = []
+    for l in range(L):
+        for h in range(H):
+            offset, hits = counts[l][h].most_common(1)[0]
+            frac = hits / sum(counts[l][h].values())
+            rows.append({"layer": l + 1, "head": h + 1, "offset": offset, "fraction": frac,
+                         "confidence": float(conf[l, h]), "positional": frac >= threshold})
+    return pd.DataFrame(rows)
+
+
+# -- syntax -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Parsed:
+    """A sentence, the character span of each word, and its dependency arcs (head, dependent)."""
+    text: str
+    spans: tuple[tuple[int, int], ...]
+    arcs: tuple[tuple[str, int, int], ...]   # (relation, head word, dependent word)
+
+
+def normalize_relation(label: str) -> str:
+    """UD `obj` is the Stanford `dobj` of the paper; subtypes (nsubj:pass) are dropped."""
+    label = label.split(":")[0]
+    return "dobj" if label == "obj" else label
+
+
+def parse_spacy(sentences, nlp) -> list[Parsed]:
+    """Parse with spaCy (the paper used CoreNLP) keeping the four relations."""
+    out = []
+    for doc in nlp.pipe(sentences, batch_size=256):
+        spans = tuple((t.idx, t.idx + len(t.text)) for t in doc)
+        arcs = tuple((normalize_relation(t.dep_), t.head.i, t.i) for t in doc
+                     if normalize_relation(t.dep_) in RELATIONS and t.head.i != t.i)
+        out.append(Parsed(doc.text, spans, arcs))
+    return out
+
+
+def parse_conllu(path) -> list[Parsed]:
+    """Gold UD trees (e.g. English EWT); multiword-token ranges and empty nodes are skipped."""
+    import conllu
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for sent in conllu.parse_incr(f):
+            words = [t for t in sent if isinstance(t["id"], int)]
+            text = sent.metadata.get("text") or " ".join(t["form"] for t in words)
+            spans, pos = [], 0
+            for t in words:
+                start = text.find(t["form"], pos)
+                if start < 0:
+                    spans = None
+                    break
+                spans.append((start, start + len(t["form"])))
+                pos = start + len(t["form"])
+            if spans is None:
+                continue
+            arcs = tuple((normalize_relation(t["deprel"]), t["head"] - 1, t["id"] - 1) for t in words
+                         if normalize_relation(t["deprel"]) in RELATIONS and t["head"])
+            out.append(Parsed(text, tuple(spans), arcs))
+    return out
+
+
+def piece_to_word(piece_spans, word_spans) -> list[int]:
+    """Word index of each BPE piece (-1 for none): the first word its characters overlap."""
+    out = []
+    for ps, pe in piece_spans:
+        w = next((i for i, (ws, we) in enumerate(word_spans) if ps < we and ws < pe), -1)
+        out.append(w)
+    return out
+
+
+def word_attention(m: torch.Tensor, pieces_word: list[int], n_words: int) -> torch.Tensor:
+    """(L, H, S, S) piece attention (EOS last) -> (L, H, W, W) word attention (Clark et al. 2019):
+    attention to a word = sum over its pieces, from a word = mean over its pieces. EOS is
+    dropped. Words with no piece get zero rows and columns."""
+    S = len(pieces_word)
+    assign = torch.zeros(S, n_words)
+    for p, w in enumerate(pieces_word):
+        if w >= 0:
+            assign[p, w] = 1.0
+    pieces = m[:, :, :S, :S]
+    to_words = pieces @ assign                                         # (L, H, S, W) sum over pieces
+    n = assign.sum(0).clamp_min(1)
+    return (assign.t() @ to_words) / n[:, None]                        # (L, H, W, W) mean over pieces
+
+
+def syntactic_accuracy(maps: list[torch.Tensor], parsed: list[Parsed], bpe) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Sec. 5.2: for each relation and direction, how often each head's argmax word (from the
+    query word) is the related word, and the positional baseline (the most frequent relative
+    offset for that relation and direction). Arcs touching a word without BPE pieces are skipped.
+
+    Returns (per-head accuracies: relation, direction, layer, head, accuracy, n) and
+    (baseline: relation, direction, offset, accuracy, n).
+    """
+    L, H = maps[0].shape[:2]
+    hits: dict[tuple[str, str], torch.Tensor] = {}
+    n_arcs: Counter = Counter()
+    offsets: dict[tuple[str, str], Counter] = {}
+    for m, p in zip(maps, parsed):
+        pw = piece_to_word(bpe.offsets(p.text), p.spans)
+        if len(pw) != m.size(-1) - 1:
+            raise ValueError(f"attention map has {m.size(-1) - 1} pieces but the text has {len(pw)}: {p.text!r}")
+        has_piece = set(pw)
+        wa = word_attention(m, pw, len(p.spans))
+        pred = wa.argmax(-1)                                             # (L, H, W)
+        for rel, head, dep in p.arcs:
+            if head not in has_piece or dep not in has_piece:
+                continue
+            for direction, (query, target) in zip(DIRECTIONS[rel], ((head, dep), (dep, head))):
+                key = (rel, direction)
+                hits.setdefault(key, torch.zeros(L, H))
+                hits[key] += (pred[:, :, query] == target).float()
+                n_arcs[key] += 1
+                offsets.setdefault(key, Counter())[target - query] += 1
+    heads, base = [], []
+    for (rel, direction), h in hits.items():
+        n = n_arcs[(rel, direction)]
+        for l in range(L):
+            for k in range(H):
+                heads.append({"relation": rel, "direction": direction, "layer": l + 1, "head": k + 1,
+                              "accuracy": float(h[l, k]) / n, "n": n})
+        off, count = offsets[(rel, direction)].most_common(1)[0]
+        base.append({"relation": rel, "direction": direction, "offset": off, "accuracy": count / n, "n": n})
+    return pd.DataFrame(heads), pd.DataFrame(base)
+
+
+def syntactic_heads(heads: pd.DataFrame, baseline: pd.DataFrame, margin: float = 0.10) -> pd.DataFrame:
+    """Best head per relation and direction vs. the baseline; `syntactic` if it beats the
+    baseline by `margin` absolute (paper default: 10 points), `syntactic_relative` if by
+    `margin` relative."""
+    best = heads.loc[heads.groupby(["relation", "direction"])["accuracy"].idxmax()]
+    t = best.merge(baseline, on=["relation", "direction", "n"], suffixes=("", "_baseline"))
+    t["syntactic"] = t["accuracy"] - t["accuracy_baseline"] >= margin
+    t["syntactic_relative"] = t["accuracy"] >= t["accuracy_baseline"] * (1 + margin)
+    return t.reset_index(drop=True)
+
+
+# -- rare words ---------------------------------------------------------------------------------
+def piece_frequencies(bpe, sentences) -> Counter:
+    """Training-data frequency of every BPE piece id."""
+    freq: Counter = Counter()
+    for ids in bpe.encode_batch(sentences):
+        freq.update(ids)
+    return freq
+
+
+def rare_word_rates(maps: list[torch.Tensor], src_ids: list[list[int]], freq: Counter,
+                    exclude_top: int = 500) -> pd.DataFrame:
+    """Sec. 5.3: per head, how often its most-attended source token is the rarest token of the
+    sentence (and one of the two rarest), over sentences whose rarest token is not among the
+    `exclude_top` most frequent. The most-attended token is the key with the largest attention
+    summed over all queries (EOS excluded as query and key); frequency ties go to the earlier
+    token."""
+    top = {t for t, _ in freq.most_common(exclude_top)}
+    L, H = maps[0].shape[:2]
+    rarest_hits, top2_hits, n = torch.zeros(L, H), torch.zeros(L, H), 0
+    for m, ids in zip(maps, src_ids):
+        if len(ids) < 2:
+            continue
+        by_rarity = sorted(range(len(ids)), key=lambda i: (freq.get(ids[i], 0), i))
+        if ids[by_rarity[0]] in top:
+            continue
+        attended = m[:, :, :len(ids), :len(ids)].sum(-2).argmax(-1)      # (L, H)
+        rarest_hits += (attended == by_rarity[0]).float()
+        top2_hits += ((attended == by_rarity[0]) | (attended == by_rarity[1])).float()
+        n += 1
+    rows = [{"layer": l + 1, "head": h + 1, "rarest": float(rarest_hits[l, h]) / max(n, 1),
+             "top2": float(top2_hits[l, h]) / max(n, 1), "n": n} for l in range(L) for h in range(H)]
+    return pd.DataFrame(rows)

@@ -1,0 +1,124 @@
+"""Head-function scorers on hand-built attention maps whose argmaxes are known."""
+from collections import Counter
+
+import pytest
+import torch
+
+from headlib.heads import (Parsed, confidence, piece_to_word, positional_heads, rare_word_rates,
+                           syntactic_accuracy, syntactic_heads, word_attention)
+
+
+def one_hot_map(targets, n):
+    """(n+1, n+1) attention (EOS last) whose query i attends only to key targets[i]; EOS row uniform."""
+    m = torch.zeros(n + 1, n + 1)
+    for i, t in enumerate(targets):
+        m[i, t] = 1.0
+    m[n] = 1.0 / (n + 1)
+    return m
+
+
+def test_confidence_excludes_eos_by_default():
+    m = torch.zeros(1, 1, 3, 3)
+    m[0, 0, 0] = torch.tensor([0.5, 0.3, 0.2])
+    m[0, 0, 1] = torch.tensor([0.1, 0.2, 0.7])   # max on EOS key: excluded -> 0.2
+    m[0, 0, 2] = torch.tensor([0.9, 0.05, 0.05])  # EOS query: excluded
+    assert confidence([m])[0, 0].item() == pytest.approx((0.5 + 0.2) / 2)
+    assert confidence([m], "include")[0, 0].item() == pytest.approx((0.5 + 0.7 + 0.9) / 3)
+    assert confidence([m], "exclude-key")[0, 0].item() == pytest.approx((0.5 + 0.2 + 0.9) / 3)
+    with pytest.raises(ValueError, match="eos_mode"):
+        confidence([m], "bogus")
+
+
+def test_positional_head_offset_and_fraction():
+    # head 1 always attends to the previous token (first token to itself); head 2 to itself
+    n = 10
+    prev = one_hot_map([max(i - 1, 0) for i in range(n)], n)
+    same = one_hot_map(list(range(n)), n)
+    maps = [torch.stack([prev, same])[None] for _ in range(3)]            # (1, 2, n+1, n+1)
+    df = positional_heads(maps).set_index("head")
+    assert df.loc[1, "offset"] == -1 and df.loc[1, "fraction"] == pytest.approx(0.9)
+    assert df.loc[1, "positional"]
+    assert df.loc[2, "offset"] == 0 and df.loc[2, "fraction"] == 1.0
+
+
+class CharBPE:
+    """Pieces = words split after their first character (so every word has 1-2 pieces)."""
+
+    def offsets(self, text):
+        out, pos = [], 0
+        for word in text.split(" "):
+            start = text.index(word, pos)
+            out.append((start, start + 1))
+            if len(word) > 1:
+                out.append((start + 1, start + len(word)))
+            pos = start + len(word)
+        return out
+
+
+def test_word_attention_sums_to_and_averages_from():
+    # words: "ab" (pieces 0,1) and "c" (piece 2)
+    m = torch.tensor([[0.2, 0.3, 0.5, 0.0], [0.6, 0.2, 0.2, 0.0], [0.1, 0.1, 0.8, 0.0], [0.3] * 4])[None, None]
+    wa = word_attention(m, [0, 0, 1], 2)[0, 0]
+    assert torch.allclose(wa, torch.tensor([[(0.5 + 0.8) / 2, (0.5 + 0.2) / 2], [0.2, 0.8]]))
+
+
+def test_syntactic_scorer_known_accuracies_and_baseline():
+    text = "dogs chase cats"
+    spans = ((0, 4), (5, 10), (11, 15))
+    parsed = Parsed(text, spans, (("nsubj", 1, 0), ("dobj", 1, 2)))
+    bpe = CharBPE()
+    pw = piece_to_word(bpe.offsets(text), spans)
+    assert pw == [0, 0, 1, 1, 2, 2]
+    n = len(pw)
+
+    def piece_map(word_targets):
+        """Each piece of word w attends to the first piece of word word_targets[w]."""
+        first = {w: pw.index(w) for w in range(3)}
+        return one_hot_map([first[word_targets[w]] for w in pw], n)
+
+    # head 1: verb -> subject, subject -> verb, object -> verb (all correct except v->o)
+    h1 = piece_map({0: 1, 1: 0, 2: 1})
+    # head 2: everyone attends to the next word (last word to itself)
+    h2 = piece_map({0: 1, 1: 2, 2: 2})
+    maps = [torch.stack([h1, h2])[None]] * 4
+    heads, base = syntactic_accuracy(maps, [parsed] * 4, bpe)
+    acc = heads.set_index(["relation", "direction", "head"])["accuracy"]
+    assert acc["nsubj", "v->s", 1] == 1.0 and acc["nsubj", "s->v", 1] == 1.0
+    assert acc["dobj", "v->o", 1] == 0.0 and acc["dobj", "o->v", 1] == 1.0
+    assert acc["dobj", "v->o", 2] == 1.0 and acc["nsubj", "v->s", 2] == 0.0
+    b = base.set_index(["relation", "direction"])
+    assert b.loc[("nsubj", "v->s"), "offset"] == -1 and b.loc[("nsubj", "v->s"), "accuracy"] == 1.0
+    assert b.loc[("dobj", "v->o"), "offset"] == 1
+    best = syntactic_heads(heads, base)
+    assert not best["syntactic"].any()   # a fixed offset explains every relation here
+
+
+def test_positional_baseline_picks_most_frequent_offset():
+    # three sentences with amod adjective -> noun at offset +1, one at +2
+    bpe = CharBPE()
+    sents = [("red car", ((0, 3), (4, 7)), (("amod", 1, 0),)),
+             ("big dog", ((0, 3), (4, 7)), (("amod", 1, 0),)),
+             ("old cat", ((0, 3), (4, 7)), (("amod", 1, 0),)),
+             ("a b c", ((0, 1), (2, 3), (4, 5)), (("amod", 2, 0),))]
+    parsed = [Parsed(t, s, a) for t, s, a in sents]
+    maps = [torch.full((1, 1, len(bpe.offsets(p.text)) + 1, len(bpe.offsets(p.text)) + 1), 0.1) for p in parsed]
+    _, base = syntactic_accuracy(maps, parsed, bpe)
+    row = base.set_index("direction").loc["adj->n"]
+    assert row["offset"] == 1 and row["accuracy"] == pytest.approx(0.75) and row["n"] == 4
+
+
+def test_rare_word_rates():
+    freq = Counter({10: 1000, 11: 900, 12: 5, 13: 3, 14: 800})
+    ids = [10, 12, 11, 13]            # rarest: position 3 (id 13), second: position 1 (id 12)
+    n = len(ids)
+    to_rarest = torch.zeros(n + 1, n + 1); to_rarest[:, 3] = 1
+    to_second = torch.zeros(n + 1, n + 1); to_second[:, 1] = 1
+    to_first = torch.zeros(n + 1, n + 1); to_first[:, 0] = 1
+    m = torch.stack([to_rarest, to_second, to_first])[None]          # (1, 3, n+1, n+1)
+    common = [10, 11, 14]             # rarest token is frequent: sentence skipped
+    df = rare_word_rates([m, m[..., :4, :4]], [ids, common], freq, exclude_top=3)
+    r = df.set_index("head")
+    assert (r["n"] == 1).all()
+    assert r.loc[1, "rarest"] == 1.0 and r.loc[1, "top2"] == 1.0
+    assert r.loc[2, "rarest"] == 0.0 and r.loc[2, "top2"] == 1.0
+    assert r.loc[3, "rarest"] == 0.0 and r.loc[3, "top2"] == 0.0
