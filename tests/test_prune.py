@@ -1,0 +1,40 @@
+"""Pruning by fine-tuning: decoder untouched in encoder-only pruning; masks installed; lambda works."""
+import pytest
+import torch
+
+from headlib.config import get_config
+from headlib.model import Transformer
+from headlib.prune import PruneConfig, prune
+from headlib.train import prepare_data
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    import os
+    os.environ.setdefault("HEADLIB_ARTIFACTS", str(tmp_path_factory.mktemp("artifacts")))
+    cfg = get_config("smoke")
+    data = prepare_data(cfg)
+    torch.manual_seed(0)
+    return Transformer(cfg.model, data.bpe.vocab_size), data
+
+
+def test_encoder_only_pruning_leaves_decoder_bitwise_unchanged(smoke):
+    model, data = smoke
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    pruned, result = prune(model, data, PruneConfig(kinds=("enc-self",), lam=0.05, steps=6, bf16=False))
+    after = pruned.state_dict()
+    changed = [k for k in before if not k.startswith("head_mask") and not torch.equal(before[k], after[k])]
+    assert changed and all(k.startswith(("encoder.", "enc_norm.")) for k in changed), changed
+    assert set(result.masks) == {"enc-self"}
+    assert torch.equal(pruned.head_mask("enc-self"), result.masks["enc-self"])
+    assert torch.equal(pruned.head_mask("dec-self"), torch.ones_like(pruned.head_mask("dec-self")))
+    # the original model is not modified
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+
+
+def test_larger_lambda_closes_more_heads(smoke):
+    model, data = smoke
+    kinds = ("enc-self", "dec-self", "dec-enc")
+    _, weak = prune(model, data, PruneConfig(kinds=kinds, lam=0.0, steps=40, gate_lr=0.1, bf16=False))
+    _, strong = prune(model, data, PruneConfig(kinds=kinds, lam=5.0, steps=40, gate_lr=0.1, bf16=False))
+    assert sum(strong.retained().values()) < sum(weak.retained().values())
