@@ -1,7 +1,9 @@
 """Joint source+target BPE with HF `tokenizers`, trained once and cached by corpus + settings.
 
 NFC normalisation and a Metaspace pre-tokenizer, so that `decode(encode(s)) == NFC(s)` for
-every line (spaces included): BLEU is computed on this detokenized output.
+every line that does not start with a space and whose characters were seen in training (inner
+spaces are kept; a leading space is dropped, which sacreBLEU's tokenizer ignores anyway). BLEU
+is computed on this detokenized output.
 """
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ class BPE:
 
 
 def normalize(text: str) -> str:
-    """What round-tripping preserves: the NFC form of the line, spaces included."""
+    """What round-tripping preserves: the NFC form of the line (see the module docstring)."""
     return unicodedata.normalize("NFC", text)
 
 

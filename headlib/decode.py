@@ -30,7 +30,9 @@ def greedy(model, src: torch.Tensor, gates=None, max_len: int | None = None) -> 
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     out = []
     for step in range(max_len):
-        nxt = model.decode_step(token, memory, bias, cache, step, gates).argmax(-1)  # (B,)
+        logits = model.decode_step(token, memory, bias, cache, step, gates)
+        logits[:, PAD_ID] = logits[:, BOS_ID] = NEG_INF  # never emitted (as in beam_search)
+        nxt = logits.argmax(-1)  # (B,)
         nxt = nxt.masked_fill(done, PAD_ID)
         out.append(nxt)
         done |= nxt.eq(EOS_ID)

@@ -1,0 +1,100 @@
+import dataclasses
+
+import pytest
+
+from headlib.config import PROFILES, Config, ModelConfig, get_config, validate
+
+
+def all_keys():
+    return [f"{s}.{f.name}" for s in ("model", "data", "train")
+            for f in dataclasses.fields(type(getattr(Config(), s)))]
+
+
+def test_unknown_key_lists_every_valid_key():
+    with pytest.raises(ValueError) as e:
+        get_config("smoke", ["train.foo=1"])
+    msg = str(e.value)
+    assert "train.foo" in msg
+    for key in all_keys():
+        assert key in msg
+
+
+@pytest.mark.parametrize("item", ["foo.lr=1", "profile=x", "lr=1e-3", "train.lr"])
+def test_malformed_or_unknown_override_is_rejected(item):
+    with pytest.raises(ValueError, match="valid keys"):
+        get_config("smoke", [item])
+
+
+@pytest.mark.parametrize("item,key", [("train.lr=fast", "train.lr"), ("model.n_heads=2.5", "model.n_heads"),
+                                      ("train.bf16=maybe", "train.bf16"), ("train.betas=(0.9,x)", "train.betas")])
+def test_bad_value_names_the_key(item, key):
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        get_config("smoke", [item])
+
+
+@pytest.mark.parametrize("raw,expected", [("true", True), ("1", True), ("yes", True), ("False", False),
+                                          ("0", False), ("no", False)])
+def test_bool_parsing(raw, expected):
+    assert get_config("smoke", [f"train.bf16={raw}"]).train.bf16 is expected
+
+
+def test_tuple_and_scalar_parsing():
+    cfg = get_config("smoke", ["train.betas=(0.8, 0.95)", "train.tune_len_alpha=0.5,1,1.5",
+                               "train.lr=5e-4", "model.n_heads=8", "data.pair=en-ru"])
+    assert cfg.train.betas == (0.8, 0.95) and all(isinstance(b, float) for b in cfg.train.betas)
+    assert cfg.train.tune_len_alpha == (0.5, 1.0, 1.5)
+    assert cfg.train.lr == 5e-4 and cfg.model.n_heads == 8 and cfg.data.pair == "en-ru"
+    # overrides leave the rest of the profile alone
+    assert cfg.model.d_model == PROFILES["smoke"].model.d_model
+
+
+def test_pair_argument_and_digest():
+    a, b = get_config("smoke"), get_config("smoke", pair="en-fr")
+    assert b.data.pair == "en-fr" and a.data.pair == "en-de"
+    assert a.digest() != b.digest()
+    assert a.digest() == get_config("smoke").digest()
+    assert a.digest() != a.digest("other-version")
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "base"])
+def test_profiles_construct_and_validate(profile):
+    cfg = get_config(profile)
+    assert cfg.profile == profile
+    validate(cfg)
+    assert cfg.model.d_model % cfg.model.n_heads == 0
+
+
+def test_cpu_profile_keeps_the_papers_48_encoder_heads():
+    m, d = get_config("cpu").model, get_config("cpu").data
+    assert (m.enc_layers, m.n_heads, m.enc_layers * m.n_heads) == (6, 8, 48)
+    assert (m.d_model, m.d_ff, d.bpe_vocab) == (256, 1024, 8000)
+
+
+def test_base_profile_is_transformer_base():
+    m = get_config("base").model
+    assert (m.d_model, m.n_heads, m.d_ff, m.enc_layers, m.dec_layers) == (512, 8, 2048, 6, 6)
+    assert m.norm == "post"
+
+
+def test_unknown_profile():
+    with pytest.raises(ValueError, match="smoke"):
+        get_config("huge")
+
+
+@pytest.mark.parametrize("item,match", [
+    ("model.d_model=30", "divisible"), ("model.norm=middle", "model.norm"),
+    ("model.activation=tanh", "model.activation"), ("data.pair=en-xx", "data.pair"),
+    ("train.max_tokens=0", "train.max_tokens"), ("train.accum=-1", "train.accum")])
+def test_validation_errors(item, match):
+    with pytest.raises(ValueError, match=match):
+        get_config("smoke", [item])
+
+
+def test_validate_direct():
+    with pytest.raises(ValueError, match="divisible"):
+        validate(Config(model=ModelConfig(d_model=30, n_heads=4)))
+
+
+def test_config_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        get_config("smoke").model.d_model = 64  # type: ignore[misc]

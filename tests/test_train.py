@@ -1,0 +1,145 @@
+"""Training: the loss, exact resume after an interruption, the finished-run cache."""
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from headlib.batching import collate
+from headlib.bpe import PAD_ID
+from headlib.config import get_config
+from headlib.model import Transformer
+from headlib.train import Trainer, average_weights, lr_at, token_loss, train
+
+from conftest import tiny_model_config
+
+RESUME = ["train.max_steps=12", "train.eval_every=4", "train.save_every=2", "train.accum=2",
+          "data.dev_limit=8", "train.threads=1"]
+
+
+def assert_same_tree(a, b, path="state"):
+    """Bitwise equality of nested dicts/lists of tensors and plain values."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), path
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            assert_same_tree(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_tree(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, path
+
+
+def comparable(state):
+    """Trainer state without wall-clock fields."""
+    s = {k: v for k, v in state.items() if k != "elapsed"}
+    s["history"] = [{k: v for k, v in h.items() if k != "minutes"} for h in state["history"]]
+    return s
+
+
+def test_resume_is_bitwise_identical(tmp_path):
+    cfg = get_config("smoke", RESUME)
+    assert cfg.model.dropout > 0 and cfg.train.bf16   # RNG and the bf16 fast path are exercised
+
+    full = Trainer(cfg, tmp_path / "full", progress=False)
+    n_groups = len(full._groups(0))
+    k = 6
+    assert 0 < k < n_groups < cfg.train.max_steps      # interrupted mid-epoch; the rest crosses an epoch
+    assert k % cfg.train.save_every == 0 and k % cfg.train.eval_every != 0
+    full.fit()
+    assert full.state["step"] == 12 and full.state["epoch"] == 1 and full.state["stopped"] == "max_steps"
+
+    first = Trainer(cfg, tmp_path / "resumed", progress=False)
+    first.fit(stop_after=k)
+    saved = torch.load(tmp_path / "resumed" / "last.pt", weights_only=False)
+    assert saved["state"]["step"] == k and saved["state"]["epoch"] == 0 and saved["state"]["pos"] == k
+    assert len(saved["state"]["history"]) == 1              # the evaluation at step 4
+    # the interrupted model is not the finished one
+    assert not all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(),
+                                                     full.model.state_dict().values()))
+    del first
+
+    second = Trainer(cfg, tmp_path / "resumed", progress=False)  # a new process would do the same
+    assert second.state["step"] == k
+    second.fit()
+
+    assert_same_tree(full.model.state_dict(), second.model.state_dict(), "model")
+    assert_same_tree(full.opt.state_dict(), second.opt.state_dict(), "optimizer")
+    assert_same_tree(comparable(full.state), comparable(second.state))
+    for name in ["best.pt", "last.pt", *full.state["snapshots"]]:
+        a = torch.load(tmp_path / "full" / name, weights_only=False)
+        b = torch.load(tmp_path / "resumed" / name, weights_only=False)
+        if name == "last.pt":
+            a, b = a["model"], b["model"]
+        assert_same_tree(a, b, name)
+
+
+def test_average_weights(tmp_path):
+    torch.manual_seed(0)
+    models = [Transformer(tiny_model_config(), 20) for _ in range(3)]
+    for i, m in enumerate(models):
+        torch.save(m.state_dict(), tmp_path / f"{i}.pt")
+    avg = average_weights([tmp_path / f"{i}.pt" for i in range(3)])
+    for k, v in avg.items():
+        ref = (models[0].state_dict()[k] + models[1].state_dict()[k] + models[2].state_dict()[k]) / 3
+        torch.testing.assert_close(v, ref, atol=1e-6, rtol=0)
+
+
+def test_lr_schedule():
+    cfg = get_config("smoke", ["train.lr=1e-3", "train.warmup=10"])
+    lrs = [lr_at(s, cfg) for s in range(1, 41)]
+    assert max(lrs) == pytest.approx(1e-3) and lrs.index(max(lrs)) == 9      # peak at step = warmup
+    assert all(a < b for a, b in zip(lrs[:9], lrs[1:10]))                     # linear warmup
+    assert lr_at(40, cfg) == pytest.approx(1e-3 * 0.5)                         # 1/sqrt decay
+
+
+def test_token_loss_equals_mean_of_per_token_losses():
+    torch.manual_seed(0)
+    model = Transformer(tiny_model_config(), 20).eval()
+    from headlib.batching import Encoded
+    data = Encoded([[5, 6, 7], [8, 9]], [[10, 11], [12, 13, 14, 15]])
+    src, tgt_in, tgt_out = collate(data, [0, 1])
+    loss, n = token_loss(model, src, tgt_in, tgt_out, 0.1)
+    assert n == 2 + 1 + 4 + 1
+    with torch.no_grad():
+        logp = model(src, tgt_in).log_softmax(-1)
+    ref = 0.0
+    for b in range(2):
+        for t in range(tgt_out.size(1)):
+            y = int(tgt_out[b, t])
+            if y != PAD_ID:   # label smoothing: 0.9 on the reference + 0.1 spread over the vocabulary
+                ref += -(0.9 * logp[b, t, y] + 0.1 * logp[b, t].mean())
+    assert loss.item() == pytest.approx(float(ref), rel=1e-5)
+
+
+def test_finished_run_is_read_from_cache(smoke_run, monkeypatch):
+    cfg, out = smoke_run
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    expected = json.loads((out / "results.json").read_text())
+
+    def no_training(*a, **k):
+        raise AssertionError("a finished run must not be retrained")
+
+    monkeypatch.setattr("headlib.train.Trainer", no_training)
+    assert train(cfg, progress=False) == expected
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+
+
+def test_smoke_run_results(smoke_run):
+    cfg, out = smoke_run
+    r = json.loads((out / "results.json").read_text())
+    assert r["steps"] == cfg.train.max_steps and r["stopped"] == "max_steps"
+    assert set(r["test"]) == {"test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"}
+    assert r["test"]["test_2016_flickr"]["beam"]["n"] == 1000
+    assert [h["step"] for h in r["history"]] == [15, 30]
+    assert r["chosen_weights"] in ("best", "averaged")
+    for name in ("final.pt", "best.pt", "last.pt", "bpe.json"):
+        assert (out / name).is_file()
+    assert len(list(out.glob("snap-*.pt"))) == cfg.train.average_last
+    assert not list(out.glob(".*.tmp"))
+    # the run lives under HEADLIB_ARTIFACTS, not in the repository
+    from headlib.files import artifacts_dir
+    assert out.is_relative_to(artifacts_dir())
