@@ -158,3 +158,15 @@ def load_ntrex(lang: str, root: str | Path | None = None) -> Corpus:
     d = root / "ntrex"
     return read_parallel(d / "newstest2019-src.eng.txt", d / f"newstest2019-ref.{NTREX_LANG[lang]}.txt",
                          name=f"ntrex-en-{lang}")
+
+
+def analysis_sentences(pair: str, n: int = 0, root: str | Path | None = None) -> list[str]:
+    """Held-out English sentences of the pair's own domain for head analysis (Sec. 4-5): the
+    Multi30k val, test_2017_flickr and test_2017_mscoco sources (2,475; test_2016_flickr stays the
+    BLEU test), or the en-ru dev set (newstest2018, 3,000). The first `n` (0 = all)."""
+    if pair == "en-ru":
+        sents = list(load_split(pair, "dev", root).src)
+    else:
+        sents = [s for split in ("dev", "test_2017_flickr", "test_2017_mscoco")
+                 for s in load_split(pair, split, root).src]
+    return sents[:n] if n > 0 else sents

@@ -309,3 +309,13 @@ def load_model(path: str | Path, map_location="cpu") -> tuple[Transformer, BPE, 
     model.load_state_dict(ckpt["model"])
     model.eval()
     return model, BPE.load(path.parent / "bpe.json"), ckpt
+
+
+def trained_model(profile: str = "cpu", pair: str = "en-de", seed: int = 1, overrides=()) -> tuple[Transformer, BPE, dict]:
+    """The final model of (profile, pair, seed), trained first if it is not cached, with its
+    BPE and results."""
+    from .config import get_config
+    cfg = get_config(profile, [f"train.seed={seed}", *overrides], pair=pair)
+    results = train(cfg, progress=False)
+    model, bpe, _ = load_model(run_dir(cfg) / "final.pt")
+    return model, bpe, results
