@@ -44,6 +44,16 @@ def encoder_attention(model, bpe, sentences, max_tokens: int = 6000) -> list[tor
     return maps  # type: ignore[return-value]
 
 
+def importance_table(relevance: torch.Tensor, conf: torch.Tensor) -> pd.DataFrame:
+    """One row per head (1-based layer and head): relevance, confidence, and the rank of the
+    head's relevance within its layer (1 = most relevant)."""
+    L, H = conf.shape
+    t = pd.DataFrame([{"layer": l + 1, "head": h + 1, "relevance": float(relevance[l, h]),
+                       "confidence": float(conf[l, h])} for l in range(L) for h in range(H)])
+    t["rank_in_layer"] = t.groupby("layer")["relevance"].rank(ascending=False, method="min").astype(int)
+    return t
+
+
 def _query_key_slices(n: int, eos_mode: str) -> tuple[slice, slice]:
     if eos_mode not in EOS_MODES:
         raise ValueError(f"eos_mode must be one of {', '.join(EOS_MODES)}, got {eos_mode!r}")

@@ -96,7 +96,7 @@ def head_relevance_batch(model, src, tgt_in, tgt_out, rule: str = "conservative"
             # relevance of each head: sum over source positions and its dh dims    (B, L, H)
             rel = torch.stack([(z * g).sum(dim=(2, 3)) for z, g in zip(heads, grads)], dim=1)[rows]
             rel = rel / rel.abs().sum(-1, keepdim=True).clamp_min(1e-12)
-            total += rel.double().sum(0)
+            total += rel.detach().double().sum(0)
             steps += int(rows.sum())
     return total, steps
 
@@ -111,8 +111,9 @@ def own_translations(model, src: torch.Tensor):
 
 
 def head_relevance(model, bpe, sentences, rule: str = "conservative", batch_size: int = 32,
-                   progress: bool = False) -> torch.Tensor:
-    """Encoder head relevance (layers, heads) averaged over all generation steps of `sentences`."""
+                   progress: bool = False) -> tuple[torch.Tensor, int]:
+    """Encoder head relevance (layers, heads) averaged over all generation steps of `sentences`,
+    and the number of steps."""
     ids = bpe.encode_batch(sentences)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     chunks = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
@@ -125,4 +126,4 @@ def head_relevance(model, bpe, sentences, rule: str = "conservative", batch_size
         tgt_in, tgt_out = own_translations(model, src)
         t, n = head_relevance_batch(model, src, tgt_in, tgt_out, rule)
         total, steps = total + t, steps + n
-    return (total / max(steps, 1)).float()
+    return (total / max(steps, 1)).float(), steps
