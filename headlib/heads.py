@@ -216,6 +216,26 @@ def syntactic_accuracy(maps: list[torch.Tensor], parsed: list[Parsed], bpe) -> t
     return pd.DataFrame(heads), pd.DataFrame(base)
 
 
+def parser_agreement(gold: list[Parsed], predicted: list[Parsed]) -> pd.DataFrame:
+    """Labelled-arc precision, recall and F1 of `predicted` against `gold` trees of the same texts
+    on the four relations; arcs match when relation and the character spans of both words match."""
+    def arcs(p: Parsed):
+        return {(rel, p.spans[h], p.spans[d]) for rel, h, d in p.arcs}
+    rows = []
+    for rel in RELATIONS:
+        tp = n_gold = n_pred = 0
+        for g, q in zip(gold, predicted):
+            if g.text != q.text:
+                raise ValueError(f"gold and predicted parses differ in text: {g.text!r} vs {q.text!r}")
+            ga = {a for a in arcs(g) if a[0] == rel}
+            qa = {a for a in arcs(q) if a[0] == rel}
+            tp, n_gold, n_pred = tp + len(ga & qa), n_gold + len(ga), n_pred + len(qa)
+        prec, rec = tp / max(n_pred, 1), tp / max(n_gold, 1)
+        rows.append({"relation": rel, "gold arcs": n_gold, "parser arcs": n_pred, "precision": prec,
+                     "recall": rec, "f1": 2 * prec * rec / max(prec + rec, 1e-12)})
+    return pd.DataFrame(rows)
+
+
 def syntactic_heads(heads: pd.DataFrame, baseline: pd.DataFrame, margin: float = 0.10) -> pd.DataFrame:
     """Best head per relation and direction vs. the baseline; `syntactic` if it beats the
     baseline by `margin` absolute (paper default: 10 points), `syntactic_relative` if by
@@ -225,6 +245,26 @@ def syntactic_heads(heads: pd.DataFrame, baseline: pd.DataFrame, margin: float =
     t["syntactic"] = t["accuracy"] - t["accuracy_baseline"] >= margin
     t["syntactic_relative"] = t["accuracy"] >= t["accuracy_baseline"] * (1 + margin)
     return t.reset_index(drop=True)
+
+
+def head_functions(positional: pd.DataFrame, syntactic: pd.DataFrame, baseline: pd.DataFrame,
+                   rare: pd.DataFrame, margin: float = 0.10) -> pd.DataFrame:
+    """Each head's functions as short labels: `pos-1` / `pos+1` (positional, with its offset),
+    `nsubj v->s` etc. (beats the relation's positional baseline by `margin` absolute), and
+    `rare` (the first-layer head most often attending to the sentence's rarest token)."""
+    labels: dict[tuple[int, int], list[str]] = {}
+    for r in positional[positional["positional"]].itertuples():
+        labels.setdefault((r.layer, r.head), []).append(f"pos{r.offset:+d}")
+    t = syntactic.merge(baseline[["relation", "direction", "accuracy"]], on=["relation", "direction"],
+                        suffixes=("", "_baseline"))
+    for r in t[t["accuracy"] - t["accuracy_baseline"] >= margin].itertuples():
+        labels.setdefault((r.layer, r.head), []).append(f"{r.relation} {r.direction}")
+    first = rare[rare["layer"] == 1]
+    if len(first) and first["n"].iloc[0] > 0:
+        r = first.loc[first["rarest"].idxmax()]
+        labels.setdefault((int(r["layer"]), int(r["head"])), []).append("rare")
+    return pd.DataFrame([{"layer": l, "head": h, "functions": ", ".join(v)} for (l, h), v in sorted(labels.items())],
+                        columns=["layer", "head", "functions"])
 
 
 # -- rare words ---------------------------------------------------------------------------------
