@@ -6,6 +6,9 @@ PY      := $(VENV)/bin/python
 PROFILE ?= cpu
 PAIRS   ?= en-de
 SEEDS   ?= 1
+# The cpu profile's book is book/ (its executed notebooks are committed); any other profile builds
+# into artifacts/book-<profile>/ so that it never overwrites them.
+BOOK    ?= $(if $(filter cpu,$(PROFILE)),book,artifacts/book-$(PROFILE))
 
 .PHONY: book study test clean-book
 
@@ -16,13 +19,13 @@ $(VENV)/.installed: requirements.txt
 	touch $@
 
 study: $(VENV)/.installed
-	$(PY) -m headlib.book run --profile $(PROFILE) --pairs $(PAIRS) --seeds $(SEEDS)
+	$(PY) -m headlib.book run --profile $(PROFILE) --pairs $(PAIRS) --seeds $(SEEDS) --out $(BOOK)
 
 book: study
-	$(VENV)/bin/jupyter-book build book/ -W -n --keep-going
+	$(VENV)/bin/jupyter-book build $(BOOK) -W -n --keep-going
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests
 
 clean-book:
-	rm -rf book/_build
+	rm -rf $(BOOK)/_build

@@ -1,0 +1,550 @@
+"""The book runner: execute the study's notebooks with papermill into the Jupyter Book.
+
+    python -m headlib.book run   --profile cpu [--pairs en-de,en-fr,en-ru] [--seeds 1,2,3] [--out DIR]
+    python -m headlib.book check [--out DIR]   every glue reference defined, every notebook parametrized
+    python -m headlib.book build [--out DIR]   strict Jupyter Book build (-W -n --keep-going)
+
+A book directory (`book/` for the cpu profile, whose outputs are committed; `artifacts/book-<profile>/`
+for any other profile, so that smoke runs never overwrite them) looks like this:
+
+    intro.md, reproduce.md, ...        hand-written pages; their sources live in book/ and are
+                                       copied into any other book directory
+    _config.yml                        (only outside book/; book/ uses the repository's own)
+    _toc.yml                           generated: the hand-written pages plus every executed notebook
+    executed/<pair>/seed<seed>/<name>.ipynb          notebooks/<name>.ipynb executed for one pair
+                                                     and seed: a page of the book
+    executed/<pair>/seed<seed>/<name>.manifest.json  what that output was executed from
+
+Each (notebook, pair, seed) is executed with the parameters `profile`, `pairs` (the one pair) and
+`seed`, so batch reruns write each pair and seed into its own output and a run for one pair keeps
+the outputs of the others. A notebook is skipped when its manifest key is unchanged: the key
+hashes the notebook's cells, its parameters, the headlib version, the outputs of the notebooks it
+depends on and the upstream artifacts it reads (the trained run's results.json). Notebooks run in
+dependency order. A notebook is executed into a temporary file that replaces the previous output
+only on success; a failure stops the run with the cell and the error, keeps the previous good
+output, and leaves the failed execution beside it as `<name>.failed.ipynb` (git-ignored).
+
+Pages state their profile, pair and seed in prose, so the parameters cell (tagged `remove-cell` in
+the source) and papermill's injected-parameters cell (tagged by the runner) are not rendered.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Callable, Iterable, Sequence
+
+from . import __version__
+from .files import artifacts_dir, write_json, write_text
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = REPO / "notebooks"
+BOOK_SRC = REPO / "book"
+PARAMETERS = ("profile", "pairs", "seed")   # what every notebook's `parameters` cell declares
+GLUE_MIME_PREFIX = "application/papermill.record/"   # myst_nb.glue(..., display=False)
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """A notebook of the study, executed once per (pair, seed)."""
+    name: str                      # notebooks/<name>.ipynb
+    caption: str                   # its part of the table of contents
+    after: tuple[str, ...] = ()    # notebooks (same pair and seed) whose outputs it reads
+    trains: bool = False           # reads the trained run of (profile, pair, seed)
+
+
+# In dependency order of the paper's sections; `after` makes the order explicit.
+NOTEBOOKS: tuple[Notebook, ...] = (
+    Notebook("03_data_and_models", "Sec. 3 — Data and models", trains=True),
+)
+
+# Hand-written pages: the root, and parts after the notebooks' parts.
+ROOT_PAGE = "intro"
+CLOSING_PARTS = (("Using this book", ("reproduce",)),)
+
+
+class BookError(RuntimeError):
+    """A notebook failed, or the book is inconsistent; the message says where."""
+
+
+def default_out(profile: str) -> Path:
+    """`book/` for the cpu profile (committed); `artifacts/book-<profile>/` for the others."""
+    return BOOK_SRC if profile == "cpu" else REPO / "artifacts" / f"book-{profile}"
+
+
+# -- notebooks and manifests ---------------------------------------------------------------------
+
+def _read_nb(path: Path):
+    import nbformat
+    return nbformat.read(str(path), as_version=4)
+
+
+def parameters_cell(path: Path) -> dict:
+    """The code cell tagged `parameters` (papermill's convention); an error if there is none."""
+    for cell in _read_nb(path).cells:
+        if cell.cell_type == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
+            return cell
+    raise BookError(f"{path}: no code cell tagged 'parameters' (papermill needs one; "
+                    f"it must assign {', '.join(PARAMETERS)})")
+
+
+def notebook_parameters(path: Path) -> list[str]:
+    """Names assigned in the parameters cell."""
+    return re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=]+)?=", parameters_cell(path).source, flags=re.M)
+
+
+def check_parameters(path: Path) -> None:
+    missing = [p for p in PARAMETERS if p not in notebook_parameters(path)]
+    if missing:
+        raise BookError(f"{path}: the parameters cell does not assign {', '.join(missing)}")
+
+
+def source_digest(path: Path) -> str:
+    """Hash of what a notebook computes: cell types, sources and tags (not outputs or metadata)."""
+    cells = [[c.cell_type, c.source, sorted(c.get("metadata", {}).get("tags", []))] for c in _read_nb(path).cells]
+    return hashlib.sha256(json.dumps(cells).encode()).hexdigest()[:16]
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def manifest_path(output: Path) -> Path:
+    return output.with_name(output.stem + ".manifest.json")
+
+
+def failed_path(output: Path) -> Path:
+    return output.with_name(output.stem + ".failed.ipynb")
+
+
+def read_manifest(output: Path) -> dict | None:
+    path = manifest_path(output)
+    if not (output.is_file() and path.is_file()):
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+@dataclass(frozen=True)
+class Task:
+    nb: Notebook
+    profile: str
+    pair: str
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.nb.name} [{self.pair}, seed {self.seed}]"
+
+    @property
+    def parameters(self) -> dict:
+        return {"profile": self.profile, "pairs": self.pair, "seed": self.seed}
+
+    def output(self, out: Path, name: str | None = None) -> Path:
+        return out / "executed" / self.pair / f"seed{self.seed}" / f"{name or self.nb.name}.ipynb"
+
+    def config(self):
+        from .config import get_config
+        return get_config(self.profile, [f"train.seed={self.seed}"], pair=self.pair)
+
+
+def ordered(notebooks: Sequence[Notebook]) -> list[Notebook]:
+    """Topological order by `after` (stable: the given order where there is no constraint)."""
+    by_name = {nb.name: nb for nb in notebooks}
+    done: list[Notebook] = []
+    visiting: set[str] = set()
+
+    def visit(nb: Notebook):
+        if nb in done:
+            return
+        if nb.name in visiting:
+            raise BookError(f"notebook dependency cycle through {nb.name}")
+        visiting.add(nb.name)
+        for dep in nb.after:
+            if dep not in by_name:
+                raise BookError(f"{nb.name} runs after {dep}, which is not a notebook of the book")
+            visit(by_name[dep])
+        visiting.discard(nb.name)
+        done.append(nb)
+
+    for nb in notebooks:
+        visit(nb)
+    return done
+
+
+def upstream(task: Task, out: Path) -> dict:
+    """What a task's output depends on besides its own source and parameters."""
+    deps = {}
+    for dep in task.nb.after:
+        m = read_manifest(task.output(out, dep))
+        if m is None:
+            raise BookError(f"{task.label} needs the output of {dep} for {task.pair}, seed {task.seed}; "
+                            "it has not been executed")
+        deps[dep] = m["key"]
+    artifacts = {}
+    if task.nb.trains:
+        from .train import run_dir
+        results = run_dir(task.config()) / "results.json"
+        rel = results.relative_to(artifacts_dir()).as_posix()
+        artifacts[rel] = file_digest(results) if results.is_file() else "missing"
+    return {"notebooks": deps, "artifacts": artifacts}
+
+
+def task_key(task: Task, source: Path, out: Path) -> tuple[str, dict]:
+    basis = {"notebook": task.nb.name, "source": source_digest(source), "parameters": task.parameters,
+             "headlib": __version__, "upstream": upstream(task, out)}
+    return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()[:16], basis
+
+
+# -- execution -----------------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}"
+
+
+def _rel(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def execute(task: Task, source: Path, output: Path, progress: bool = True, log_output: bool = False) -> None:
+    """Execute `source` into `output` atomically; on failure raise BookError naming the cell."""
+    import nbformat
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.stem}.", suffix=".tmp.ipynb", dir=output.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        try:
+            pm.execute_notebook(str(source), str(tmp), parameters=task.parameters, kernel_name="python3",
+                                cwd=str(REPO), progress_bar=progress, log_output=log_output)
+        except PapermillExecutionError as e:
+            failed = failed_path(output)
+            shutil.copyfile(tmp, failed)
+            trace = _ANSI.sub("", "\n".join(e.traceback))
+            kept = f"the previous output {_rel(output)} is kept" if output.is_file() else "there was no previous output"
+            raise BookError(
+                f"{task.label} failed in cell {e.cell_index} (execution count {e.exec_count}) of "
+                f"{_rel(source)}:\n\n{e.source}\n\n{trace}\n\n{e.ename}: {e.evalue}\n"
+                f"({kept}; the failed execution is in {_rel(failed)})") from None
+        nb = nbformat.read(str(tmp), as_version=4)
+        meta = nb.metadata.get("papermill", {})   # no temporary or machine-specific paths in the book
+        meta["input_path"], meta["output_path"] = _rel(source), _rel(output)
+        for cell in nb.cells:   # the page shows its parameters in prose; hide papermill's cell too
+            tags = cell.get("metadata", {}).get("tags", [])
+            if "injected-parameters" in tags and "remove-cell" not in tags:
+                tags.append("remove-cell")
+        nbformat.write(nb, str(tmp))
+        tmp.chmod(0o644)
+        os.replace(tmp, output)
+    finally:
+        tmp.unlink(missing_ok=True)
+    failed_path(output).unlink(missing_ok=True)
+
+
+@dataclass
+class TaskResult:
+    task: Task
+    status: str          # "executed" or "skipped"
+    seconds: float
+    output: Path
+
+
+def prepare_out(out: Path, profile: str, force: bool = False) -> None:
+    """Copy the hand-written pages and the config into a book directory other than book/; refuse to
+    mix profiles in one book directory."""
+    if out.resolve() == BOOK_SRC.resolve() and profile != "cpu" and not force:
+        raise BookError(f"book/ holds the committed outputs of the cpu profile; the {profile} profile's book "
+                        f"goes to {_rel(default_out(profile))} (or another --out)")
+    out.mkdir(parents=True, exist_ok=True)
+    others = {json.loads(p.read_text()).get("profile") for p in (out / "executed").glob("*/*/*.manifest.json")}
+    others.discard(profile)
+    if others and not force:
+        raise BookError(f"{_rel(out)} holds outputs of profile {', '.join(sorted(others))}, not {profile}; "
+                        f"use --out (default for {profile}: {_rel(default_out(profile))}) or --force")
+    if out.resolve() == BOOK_SRC.resolve():
+        return
+    for item in BOOK_SRC.iterdir():
+        if item.name in ("_build", "executed", "_toc.yml") or item.name.startswith("."):
+            continue
+        if item.is_dir():
+            shutil.copytree(item, out / item.name, dirs_exist_ok=True)
+        else:
+            shutil.copy2(item, out / item.name)
+    shutil.copy2(REPO / "_config.yml", out / "_config.yml")
+
+
+def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable[int] = (1,),
+        out: str | Path | None = None, force: bool = False, progress: bool = True, log_output: bool = False,
+        notebooks: Sequence[Notebook] = NOTEBOOKS, src_dir: Path = NOTEBOOK_DIR,
+        log: Callable[[str], None] | None = None) -> list[TaskResult]:
+    """Execute every (notebook, pair, seed) whose key changed, in dependency order; write the toc."""
+    from .config import get_config
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    out = Path(out) if out else default_out(profile)
+    pairs, seeds = list(pairs), [int(s) for s in seeds]
+    for pair in pairs:
+        get_config(profile, pair=pair)   # validates profile and pair
+    # The kernels must see the same artifacts as this process, whatever their working directory.
+    os.environ.setdefault("HEADLIB_ARTIFACTS", str(artifacts_dir()))
+    prepare_out(out, profile, force)
+    tasks = [Task(nb, profile, pair, seed) for nb in ordered(notebooks) for pair in pairs for seed in seeds]
+    for nb in notebooks:
+        check_parameters(src_dir / f"{nb.name}.ipynb")
+    log(f"[book] profile {profile}: {len(tasks)} notebook run(s) into {_rel(out)}")
+    t0, results = time.time(), []
+    try:
+        for i, task in enumerate(tasks, 1):
+            head = f"[book {_clock(time.time() - t0)}] {i}/{len(tasks)} {task.label}"
+            source, output = src_dir / f"{task.nb.name}.ipynb", task.output(out, task.nb.name)
+            if task.nb.trains:
+                from .train import run_dir, train
+                if not (run_dir(task.config()) / "results.json").is_file():
+                    log(f"{head}: training {task.pair} ({profile} profile, seed {task.seed}) -> {_rel(run_dir(task.config()))}")
+                train(task.config(), progress=progress)
+            head = f"[book {_clock(time.time() - t0)}] {i}/{len(tasks)} {task.label}"
+            key, basis = task_key(task, source, out)
+            manifest = read_manifest(output)
+            if manifest and manifest.get("key") == key and not force:
+                log(f"{head}: unchanged, skipped ({len(tasks) - i} left)")
+                results.append(TaskResult(task, "skipped", 0.0, output))
+                continue
+            log(f"{head}: executing -> {_rel(output)} ({len(tasks) - i} left after this)")
+            start = time.time()
+            execute(task, source, output, progress=progress, log_output=log_output)
+            seconds = time.time() - start
+            write_json(manifest_path(output), basis | {"key": key, "profile": profile, "seconds": round(seconds, 1),
+                                                       "executed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).chmod(0o644)
+            log(f"[book {_clock(time.time() - t0)}] {i}/{len(tasks)} {task.label}: done in {_clock(seconds)}")
+            results.append(TaskResult(task, "executed", seconds, output))
+    finally:
+        write_toc(out, profile, notebooks)
+    ran = sum(r.status == "executed" for r in results)
+    log(f"[book {_clock(time.time() - t0)}] {ran} executed, {len(results) - ran} skipped; toc: {_rel(out / '_toc.yml')}")
+    return results
+
+
+# -- table of contents ---------------------------------------------------------------------------
+
+def executed_outputs(out: Path, nb: Notebook, profile: str) -> list[tuple[str, int, Path]]:
+    """(pair, seed, path) of every good output of `nb` in a book directory, in a stable order."""
+    from .data import PAIRS
+    found = []
+    for m in (out / "executed").glob(f"*/seed*/{nb.name}.manifest.json"):
+        output = m.with_name(f"{nb.name}.ipynb")
+        manifest = read_manifest(output)
+        if manifest and manifest.get("profile") == profile:
+            pair, seed = m.parent.parent.name, int(m.parent.name[len("seed"):])
+            found.append((pair, seed, output))
+    rank = {p: i for i, p in enumerate(PAIRS)}
+    return sorted(found, key=lambda f: (rank.get(f[0], len(rank)), f[0], f[1]))
+
+
+def write_toc(out: Path, profile: str, notebooks: Sequence[Notebook] = NOTEBOOKS) -> Path:
+    import yaml
+    parts = []
+    for nb in ordered(notebooks):
+        chapters = [{"file": p.relative_to(out).with_suffix("").as_posix(), "title": f"{pair}, seed {seed}"}
+                    for pair, seed, p in executed_outputs(out, nb, profile)]
+        if chapters:
+            parts.append({"caption": nb.caption, "chapters": chapters})
+    for caption, files in CLOSING_PARTS:
+        parts.append({"caption": caption, "chapters": [{"file": f} for f in files]})
+    toc = {"format": "jb-book", "root": ROOT_PAGE, "parts": parts}
+    header = (f"# Generated by `python -m headlib.book run` (headlib/book.py) from the executed notebooks\n"
+              f"# of the {profile} profile; do not edit by hand.\n")
+    path = write_text(out / "_toc.yml", header + yaml.safe_dump(toc, sort_keys=False, allow_unicode=True))
+    path.chmod(0o644)
+    return path
+
+
+# -- glue checks ---------------------------------------------------------------------------------
+
+_ROLE = re.compile(r"\{glue(?::(any|text|md))?\}`([^`]+)`")
+_DIRECTIVE = re.compile(r"^[ \t]*(?:`{3,}|:{3,})\{glue(?::(any|figure|math|md))?\}[ \t]+(\S+)[ \t]*$", re.M)
+_DOC_OPTION = re.compile(r"^[ \t]*:doc:[ \t]*(\S+)")
+
+
+@dataclass(frozen=True)
+class GlueRef:
+    page: str          # docname of the referencing page (relative to the book, no suffix)
+    doc: str           # docname the key must be defined in
+    key: str
+    line: int
+
+
+def _docname(out: Path, path: Path) -> str:
+    return path.relative_to(out).with_suffix("").as_posix()
+
+
+def _resolve(page: str, doc: str) -> str:
+    """A glue `doc` reference as Sphinx resolves it: relative to the page, or to the root with '/'."""
+    doc = doc.strip()
+    base = PurePosixPath() if doc.startswith("/") else PurePosixPath(page).parent
+    parts = []
+    for part in (base / doc.lstrip("/")).parts:
+        if part == "..":
+            parts = parts[:-1]
+        elif part != ".":
+            parts.append(part)
+    return str(PurePosixPath(*parts).with_suffix("")) if parts else ""
+
+
+def references_in_text(text: str, page: str, first_line: int = 1) -> list[GlueRef]:
+    """Glue roles and directives in MyST text, parsed as myst-nb parses them."""
+    refs = []
+    for m in _ROLE.finditer(text):
+        kind, body = m.group(1) or "any", m.group(2)
+        if kind in ("text", "md") and ":" in body:
+            body = body.rsplit(":", 1)[0]          # drop the format spec
+        doc, _, key = body.rpartition("::") if "::" in body and kind != "md" else ("", "", body)
+        refs.append(GlueRef(page, _resolve(page, doc) if doc else page, key, first_line + text.count("\n", 0, m.start())))
+    lines = text.splitlines()
+    for m in _DIRECTIVE.finditer(text):
+        line = text.count("\n", 0, m.start())
+        doc = ""
+        for option in lines[line + 1:]:
+            if not option.strip().startswith(":"):
+                break
+            if d := _DOC_OPTION.match(option):
+                doc = d.group(1)
+        if m.group(1) in ("figure", "math", "md"):
+            doc = ""   # these directives only read the page's own notebook
+        refs.append(GlueRef(page, _resolve(page, doc) if doc else page, m.group(2), first_line + line))
+    return refs
+
+
+def book_pages(out: Path) -> list[Path]:
+    """The pages of a book directory: Markdown pages and executed notebooks (not failed or temporary)."""
+    pages = [p for p in out.rglob("*.md") if "_build" not in p.relative_to(out).parts]
+    pages += [p for p in (out / "executed").rglob("*.ipynb")
+              if not p.name.endswith((".failed.ipynb", ".tmp.ipynb")) and not p.name.startswith(".")]
+    return sorted(pages)
+
+
+def glue_references(out: Path) -> list[GlueRef]:
+    refs = []
+    for path in book_pages(out):
+        page = _docname(out, path)
+        if path.suffix == ".md":
+            refs += references_in_text(path.read_text(encoding="utf-8"), page)
+        else:
+            for i, cell in enumerate(_read_nb(path).cells):
+                if cell.cell_type == "markdown":
+                    refs += [GlueRef(r.page, r.doc, r.key, i) for r in references_in_text(cell.source, page)]
+    return refs
+
+
+def glue_definitions(out: Path) -> dict[str, set[str]]:
+    """Glue keys defined by each executed notebook: outputs that myst_nb.glue marked (with
+    `metadata.scrapbook.name`; `display=False` prefixes their mime types with GLUE_MIME_PREFIX)."""
+    defined: dict[str, set[str]] = {}
+    for path in book_pages(out):
+        if path.suffix != ".ipynb":
+            continue
+        keys = defined.setdefault(_docname(out, path), set())
+        for cell in _read_nb(path).cells:
+            for output in cell.get("outputs", []):
+                name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+                if name:
+                    keys.add(name)
+    return defined
+
+
+def check_glue(out: Path) -> list[str]:
+    """One line per glue reference that no executed notebook defines."""
+    defined = glue_definitions(out)
+    problems = []
+    for ref in glue_references(out):
+        if ref.doc not in defined:
+            problems.append(f"{ref.page} (line/cell {ref.line}): glue key {ref.key!r} refers to {ref.doc!r}, "
+                            "which is not an executed notebook of this book")
+        elif ref.key not in defined[ref.doc]:
+            problems.append(f"{ref.page} (line/cell {ref.line}): glue key {ref.key!r} is not defined in {ref.doc}")
+    return problems
+
+
+def check(out: Path, src_dir: Path = NOTEBOOK_DIR) -> list[str]:
+    problems = []
+    for path in sorted(src_dir.glob("*.ipynb")):
+        try:
+            check_parameters(path)
+        except BookError as e:
+            problems.append(str(e))
+    return problems + check_glue(out)
+
+
+# -- build ---------------------------------------------------------------------------------------
+
+def build(out: Path, strict: bool = True) -> subprocess.CompletedProcess:
+    """`jupyter-book build OUT -W -n --keep-going`; output in OUT/_build/html."""
+    exe = Path(sys.executable).parent / "jupyter-book"
+    cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(out)]
+    if strict:
+        cmd += ["-W", "-n", "--keep-going"]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def main(argv=None) -> int:
+    from .config import PROFILES
+    from .data import PAIRS
+    parser = argparse.ArgumentParser(prog="python -m headlib.book", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("run", "check", "build"):
+        p = sub.add_parser(name)
+        p.add_argument("--profile", default="cpu", choices=list(PROFILES))
+        p.add_argument("--out", help="book directory (default: book/ for cpu, artifacts/book-<profile>/ otherwise)")
+        if name == "run":
+            p.add_argument("--pairs", default="en-de", help=f"comma-separated, from {', '.join(PAIRS)}")
+            p.add_argument("--seeds", default="1", help="comma-separated training seeds")
+            p.add_argument("--force", action="store_true", help="execute even when nothing changed")
+            p.add_argument("--log-output", action="store_true", help="stream the notebooks' outputs")
+            p.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    out = Path(args.out) if args.out else default_out(args.profile)
+    try:
+        if args.command == "run":
+            run(args.profile, [p for p in args.pairs.split(",") if p], [int(s) for s in args.seeds.split(",") if s],
+                out, force=args.force, progress=not args.no_progress, log_output=args.log_output)
+            problems = check(out)
+            for p in problems:
+                print(f"warning: {p}", file=sys.stderr)
+            return 0
+        if args.command == "check":
+            problems = check(out)
+            for p in problems:
+                print(p, file=sys.stderr)
+            return 1 if problems else 0
+        result = build(out)
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        return result.returncode
+    except (BookError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""The book: the smoke-profile book builds strictly end to end; every glue reference is defined by
+an executed notebook; every notebook has a parameters cell; the runner skips unchanged notebooks
+and keeps the previous good output when a notebook fails."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import nbformat
+import pytest
+
+from book_helpers import build_log, smoke_book
+from headlib import book
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    return smoke_book(tmp_path_factory)
+
+
+def test_smoke_book_builds_strictly(smoke):
+    assert [r.status for r in smoke.results] == ["executed"]
+    assert smoke.build.returncode == 0, build_log(smoke)
+    assert "build succeeded" in smoke.build.stdout, build_log(smoke)
+    assert "WARNING" not in smoke.build.stdout + smoke.build.stderr, build_log(smoke)
+    page = smoke.html / "executed" / "en-de" / "seed1" / "03_data_and_models.html"
+    assert page.is_file() and (smoke.html / "intro.html").is_file() and (smoke.html / "reproduce.html").is_file()
+    html = page.read_text()
+    assert "test_2016_flickr" in html and "<img" in html   # the glued BLEU table and dev-curve figure
+
+
+def test_smoke_book_stays_out_of_book_dir(smoke):
+    assert smoke.out.resolve() != book.BOOK_SRC.resolve()
+    assert book.default_out("smoke") != book.BOOK_SRC and book.default_out("cpu") == book.BOOK_SRC
+    toc = (smoke.out / "_toc.yml").read_text()
+    assert "executed/en-de/seed1/03_data_and_models" in toc and "smoke profile" in toc
+    manifest = json.loads(book.manifest_path(smoke.results[0].output).read_text())
+    assert manifest["profile"] == "smoke" and manifest["parameters"] == {"profile": "smoke", "pairs": "en-de", "seed": 1}
+    with pytest.raises(book.BookError, match="holds outputs of profile smoke"):
+        book.prepare_out(smoke.out, "cpu")
+    with pytest.raises(book.BookError, match="committed outputs of the cpu profile"):
+        book.prepare_out(book.BOOK_SRC, "smoke")
+
+
+def test_every_glue_reference_is_defined(smoke):
+    refs = book.glue_references(smoke.out)
+    defined = book.glue_definitions(smoke.out)
+    assert any(r.page == "intro" and r.doc == "executed/en-de/seed1/03_data_and_models" for r in refs)
+    keys = defined["executed/en-de/seed1/03_data_and_models"]
+    for key in ("sec3-corpus-table", "sec3-dev-curve", "sec3-bleu-table", "sec3-en-de-bleu-beam-test_2016_flickr",
+                "sec3-en-de-bleu-greedy-test_2016_flickr", "sec3-en-de-train-minutes", "sec3-quoted-post-bleu"):
+        assert key in keys
+    assert book.check_glue(smoke.out) == []
+    assert book.check(smoke.out) == []
+
+
+def test_glue_outputs_use_the_papermill_record_mime_prefix(smoke):
+    """What myst-nb 1.4's glue(..., display=False) writes, and what glue_definitions relies on."""
+    nb = nbformat.read(smoke.results[0].output, as_version=4)
+    glued = [o for c in nb.cells for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})]
+    assert glued and all(all(k.startswith(book.GLUE_MIME_PREFIX) for k in o["data"]) for o in glued)
+
+
+def test_glue_check_catches_undefined_keys(smoke, tmp_path):
+    copy = tmp_path / "book"
+    shutil.copytree(smoke.out, copy, ignore=shutil.ignore_patterns("_build"))
+    doc = "executed/en-de/seed1/03_data_and_models.ipynb"
+    with open(copy / "intro.md", "a", encoding="utf-8") as f:
+        f.write(f"\nA {{glue:text}}`{doc}::sec3-no-such-number:.1f` and {{glue}}`{doc}::sec3-en-de-steps`.\n"
+                f"\n```{{glue}} sec3-no-such-table\n:doc: {doc}\n```\n"
+                f"\nAnd {{glue:text}}`executed/en-xx/seed1/03_data_and_models.ipynb::sec3-steps:d`.\n")
+    nb_path = copy / doc
+    nb = nbformat.read(nb_path, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("Local: {glue:text}`sec3-local-missing:.2f`"))
+    nbformat.write(nb, nb_path)
+    problems = book.check_glue(copy)
+    assert len(problems) == 4, problems
+    for missing in ("sec3-no-such-number", "sec3-no-such-table", "en-xx", "sec3-local-missing"):
+        assert any(missing in p for p in problems), (missing, problems)
+
+
+def test_source_notebooks_have_a_parameters_cell_first():
+    notebooks = sorted(book.NOTEBOOK_DIR.glob("*.ipynb"))
+    assert {nb.name for nb in book.NOTEBOOKS} <= {p.stem for p in notebooks}
+    for path in notebooks:
+        book.check_parameters(path)
+        first_code = next(c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+        assert "parameters" in first_code.metadata.get("tags", []), path
+        assert not any(c.get("outputs") for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"), \
+            f"{path}: source notebooks are committed without outputs"
+
+
+def test_parameters_check_catches_a_missing_cell(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('profile = "smoke"\npairs = "en-de"\nseed = 1')]
+    nbformat.write(nb, tmp_path / "untagged.ipynb")
+    with pytest.raises(book.BookError, match="no code cell tagged 'parameters'"):
+        book.check_parameters(tmp_path / "untagged.ipynb")
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.cells[0].source = 'profile = "smoke"\npairs = "en-de"'
+    nbformat.write(nb, tmp_path / "no_seed.ipynb")
+    with pytest.raises(book.BookError, match="does not assign seed"):
+        book.check_parameters(tmp_path / "no_seed.ipynb")
+    assert any("untagged" in p for p in book.check(tmp_path, src_dir=tmp_path))
+
+
+def test_second_run_skips_unchanged_notebooks(smoke):
+    before = smoke.results[0].output.stat().st_mtime_ns
+    again = book.run("smoke", ["en-de"], [1], smoke.out, progress=False, log=print)
+    assert [r.status for r in again] == ["skipped"]
+    assert smoke.results[0].output.stat().st_mtime_ns == before
+
+
+# -- the runner on a tiny notebook ------------------------------------------------------------------
+
+TINY = book.Notebook("tiny", "Tiny")
+
+
+def write_tiny(src_dir, body="value = seed * 10"):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('profile = "smoke"\npairs = "en-de"\nseed = 1')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(body)]
+    src_dir.mkdir(exist_ok=True)
+    nbformat.write(nb, src_dir / "tiny.ipynb")
+
+
+def run_tiny(tmp_path, seeds=(1,)):
+    return book.run("smoke", ["en-de"], seeds, tmp_path / "out", progress=False, notebooks=[TINY],
+                    src_dir=tmp_path / "src", log=print)
+
+
+def test_runner_skips_unchanged_and_reruns_what_changed(tmp_path):
+    write_tiny(tmp_path / "src")
+    first = run_tiny(tmp_path)
+    assert [r.status for r in first] == ["executed"]
+    out1 = first[0].output
+    assert out1 == tmp_path / "out" / "executed" / "en-de" / "seed1" / "tiny.ipynb"
+    assert [r.status for r in run_tiny(tmp_path)] == ["skipped"]
+    # another seed gets its own output and leaves seed 1 alone
+    second = run_tiny(tmp_path, seeds=(1, 2))
+    assert [r.status for r in second] == ["skipped", "executed"]
+    assert second[1].output == tmp_path / "out" / "executed" / "en-de" / "seed2" / "tiny.ipynb"
+    toc = (tmp_path / "out" / "_toc.yml").read_text()
+    assert "executed/en-de/seed1/tiny" in toc and "executed/en-de/seed2/tiny" in toc
+    # a changed notebook source is executed again
+    write_tiny(tmp_path / "src", body="value = seed * 100")
+    assert [r.status for r in run_tiny(tmp_path)] == ["executed"]
+
+
+def test_failing_notebook_keeps_the_previous_good_output(tmp_path):
+    write_tiny(tmp_path / "src")
+    good = run_tiny(tmp_path)[0].output
+    good_bytes = good.read_bytes()
+    manifest = book.manifest_path(good).read_text()
+    write_tiny(tmp_path / "src", body='raise ValueError("boom in the tiny notebook")')
+    with pytest.raises(book.BookError) as err:
+        run_tiny(tmp_path)
+    message = str(err.value)
+    assert "tiny [en-de, seed 1] failed in cell" in message
+    assert 'raise ValueError("boom in the tiny notebook")' in message   # the cell
+    assert "ValueError: boom in the tiny notebook" in message            # the error
+    assert good.read_bytes() == good_bytes                              # previous good output kept
+    assert book.manifest_path(good).read_text() == manifest
+    assert book.failed_path(good).is_file()
+    assert not list(good.parent.glob(".*.tmp.ipynb"))                     # no temporary left behind
+    # fixed again: executes, and the failed copy goes away
+    write_tiny(tmp_path / "src", body="value = seed * 1000")
+    assert [r.status for r in run_tiny(tmp_path)] == ["executed"]
+    assert not book.failed_path(good).exists()
