@@ -21,6 +21,8 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     tmp = Path(tmp)
     try:
         write(tmp)
+        umask = os.umask(0); os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)   # mkstemp creates 0600; give the file normal permissions
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
