@@ -65,6 +65,8 @@ class Notebook:
 # In dependency order of the paper's sections; `after` makes the order explicit.
 NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("03_data_and_models", "Sec. 3 — Data and models", trains=True),
+    Notebook("04_important_heads", "Sec. 4 — Important heads", after=("03_data_and_models",), trains=True),
+    Notebook("05_head_functions", "Sec. 5 — Characterizing heads", after=("04_important_heads",), trains=True),
 )
 
 # Hand-written pages: the root, and parts after the notebooks' parts.
