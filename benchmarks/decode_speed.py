@@ -30,7 +30,7 @@ from headlib.batching import source_tensor  # noqa: E402
 from headlib.bpe import PAD_ID, cached_bpe  # noqa: E402
 from headlib.config import get_config  # noqa: E402
 from headlib.data import load_split, main_test_set  # noqa: E402
-from headlib.decode import greedy, score, translate  # noqa: E402
+from headlib.decode import greedy, length_batches, score, translate  # noqa: E402
 from headlib.files import write_json  # noqa: E402  (atomic: temp file + os.replace)
 from headlib.model import Transformer  # noqa: E402
 from headlib.train import load_model  # noqa: E402
@@ -62,19 +62,6 @@ class FullRecompute:
 def greedy_full(model, src: torch.Tensor) -> list[list[int]]:
     """`headlib.decode.greedy` without the key/value cache."""
     return greedy(FullRecompute(model), src)
-
-
-def length_batches(ids: list[list[int]], beam: int, max_tokens: int) -> list[list[int]]:
-    """The batching of `headlib.decode.translate`: sorted by source length, capped in tokens."""
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    batches, cur = [], []
-    for i in order:
-        if cur and (len(ids[i]) + 1) * (len(cur) + 1) * max(beam, 1) > max_tokens:
-            batches.append(cur); cur = []
-        cur.append(i)
-    if cur:
-        batches.append(cur)
-    return batches
 
 
 def decode_ids(model, ids, fn, max_tokens: int) -> list[list[int]]:

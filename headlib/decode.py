@@ -94,15 +94,9 @@ def beam_search(model, src: torch.Tensor, beam: int = 4, alpha: float = 1.0, gat
     return [max(f, key=lambda t: t[0])[1] for f in finished]
 
 
-@torch.no_grad()
-def translate(model, bpe, sentences, beam: int = 1, alpha: float = 1.0, gates=None,
-              max_tokens: int = 6000, progress: bool = False) -> list[str]:
-    """Detokenized translations of raw sentences, batched by length, in input order."""
-    model.eval()
-    device = next(model.parameters()).device
-    ids = bpe.encode_batch(sentences)
+def length_batches(ids: list[list[int]], beam: int, max_tokens: int) -> list[list[int]]:
+    """Indices of sentences batched by source length, each batch under `max_tokens` x beam."""
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    out: list[str | None] = [None] * len(ids)
     batches, cur = [], []
     for i in order:
         if cur and (len(ids[i]) + 1) * (len(cur) + 1) * max(beam, 1) > max_tokens:
@@ -110,6 +104,18 @@ def translate(model, bpe, sentences, beam: int = 1, alpha: float = 1.0, gates=No
         cur.append(i)
     if cur:
         batches.append(cur)
+    return batches
+
+
+@torch.no_grad()
+def translate(model, bpe, sentences, beam: int = 1, alpha: float = 1.0, gates=None,
+              max_tokens: int = 6000, progress: bool = False) -> list[str]:
+    """Detokenized translations of raw sentences, batched by length, in input order."""
+    model.eval()
+    device = next(model.parameters()).device
+    ids = bpe.encode_batch(sentences)
+    out: list[str | None] = [None] * len(ids)
+    batches = length_batches(ids, beam, max_tokens)
     if progress:
         from tqdm.auto import tqdm
         batches = tqdm(batches, desc=f"decode beam={beam}", leave=False)
