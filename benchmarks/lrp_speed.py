@@ -1,0 +1,71 @@
+"""Time of LRP head relevance as a ratio to one teacher-forced forward+backward pass.
+
+    python benchmarks/lrp_speed.py --checkpoint artifacts/runs/<run>/final.pt [--sentences 500]
+
+Both run over the same held-out sentences, teacher-forced on the model's own greedy translations
+(decoded once beforehand, not timed), in fp32, in one process. Prints seconds and the ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from headlib.batching import source_tensor  # noqa: E402
+from headlib.data import analysis_sentences  # noqa: E402
+from headlib.files import write_json  # noqa: E402
+from headlib.lrp import head_relevance_batch, own_translations  # noqa: E402
+from headlib.train import load_model, token_loss  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--checkpoint", required=True, help="final.pt of a trained run")
+    ap.add_argument("--pair", default="en-de")
+    ap.add_argument("--sentences", type=int, default=500)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--json", help="write the results here (atomically)")
+    args = ap.parse_args(argv)
+
+    model, bpe, _ = load_model(args.checkpoint)
+    ids = bpe.encode_batch(analysis_sentences(args.pair, args.sentences))
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    batches = []
+    for k in range(0, len(order), args.batch_size):
+        src = source_tensor([ids[i] for i in order[k:k + args.batch_size]])
+        batches.append((src, *own_translations(model, src)))
+
+    t0 = time.perf_counter()
+    for src, tgt_in, tgt_out in batches:
+        model.zero_grad(set_to_none=True)
+        loss, _ = token_loss(model, src, tgt_in, tgt_out, 0.0)
+        loss.backward()
+    fwd_bwd = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    steps = 0
+    for src, tgt_in, tgt_out in batches:
+        _, n = head_relevance_batch(model, src, tgt_in, tgt_out)
+        steps += n
+    lrp = time.perf_counter() - t0
+
+    mean_len = steps / len(ids)
+    result = {"sentences": len(ids), "target_steps": steps, "mean_target_length": round(mean_len, 1),
+              "forward_backward_seconds": round(fwd_bwd, 2), "lrp_seconds": round(lrp, 2),
+              "ratio": round(lrp / fwd_bwd, 2), "threads": torch.get_num_threads()}
+    print(f"{len(ids)} sentences, {steps} target steps ({mean_len:.1f} per sentence)")
+    print(f"teacher-forced forward+backward: {fwd_bwd:.1f} s")
+    print(f"LRP head relevance (one backward per target step): {lrp:.1f} s")
+    print(f"ratio: {lrp / fwd_bwd:.1f}x")
+    if args.json:
+        write_json(args.json, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
