@@ -95,6 +95,8 @@ def test_every_page_renders_cleanly(site, browser):
         page.evaluate("document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
         page.wait_for_function("Array.from(document.images).every(i => i.complete)", timeout=15_000)
         page.wait_for_load_state("networkidle")
+        if page.locator("main").count() and "{glue" in page.inner_text("main"):
+            problems.append(f"{name}: a glue role is shown as text, not filled in")
         for img in page.eval_on_selector_all("img", "els => els.map(e => [e.currentSrc || e.src, e.naturalWidth])"):
             images += 1
             if not img[1] > 0:
