@@ -3,7 +3,6 @@ import json
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from headlib.batching import collate
 from headlib.bpe import PAD_ID
