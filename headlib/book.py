@@ -67,6 +67,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("03_data_and_models", "Sec. 3 — Data and models", trains=True),
     Notebook("04_important_heads", "Sec. 4 — Important heads", after=("03_data_and_models",), trains=True),
     Notebook("05_head_functions", "Sec. 5 — Characterizing heads", after=("04_important_heads",), trains=True),
+    Notebook("06_pruning_encoder", "Sec. 6.2 — Pruning the encoder", after=("05_head_functions",), trains=True),
+    Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True),
+    Notebook("09_claims", "Claims", after=("05_head_functions", "07_pruning_all_attention")),
 )
 
 # Hand-written pages: the root, and parts after the notebooks' parts.

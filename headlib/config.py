@@ -30,6 +30,9 @@ class ModelConfig:
     activation: str = "relu"      # "relu" (paper) or "swish" (Marian / opus-mt)
     tied_embeddings: bool = True  # joint BPE -> one embedding for source, target and output
     max_positions: int = 1024
+    # Heads fixed to 0 for the whole run, e.g. "enc-self:11000000/.../00000001,dec-enc:..."
+    # (one 0/1 string per layer); the "from scratch" baseline of Sec. 6 / Table 2. Empty = all on.
+    head_mask: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,9 +80,12 @@ class Config:
 
     def digest(self, extra: str = "") -> str:
         """Short hash of the config (and `extra`, e.g. the headlib version) for cache keys.
-        `train.threads` is left out: it changes speed, not results."""
+        `train.threads` is left out: it changes speed, not results; so is an empty
+        `model.head_mask`, so that runs made before the field existed keep their hash."""
         d = self.to_dict()
         d["train"].pop("threads")
+        if not d["model"]["head_mask"]:
+            d["model"].pop("head_mask")
         blob = json.dumps(d, sort_keys=True) + extra
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -175,6 +181,10 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"model.norm must be 'pre' or 'post', got {m.norm!r}")
     if m.activation not in ("relu", "swish"):
         raise ValueError(f"model.activation must be 'relu' or 'swish', got {m.activation!r}")
+    if m.head_mask:
+        from .model import parse_mask_spec  # local import: model imports config
+        parse_mask_spec(m.head_mask, {"enc-self": m.enc_layers, "dec-self": m.dec_layers,
+                                      "dec-enc": m.dec_layers}, m.n_heads)
     from .data import PAIRS  # local import: data imports config
     if cfg.data.pair not in PAIRS:
         raise ValueError(f"data.pair must be one of {', '.join(PAIRS)}, got {cfg.data.pair!r}")

@@ -69,9 +69,9 @@ class HardConcreteGates(nn.Module):
     def prob_zero(self, log_alpha: torch.Tensor) -> torch.Tensor:
         """P(g = 0) = P(s < -gamma / (zeta - gamma))."""
         t = -self.gamma / (self.zeta - self.gamma)
-        return torch.sigmoid(self.beta * torch.log(torch.tensor(t / (1 - t))) - log_alpha)
+        return torch.sigmoid(self.beta * math.log(t / (1 - t)) - log_alpha)
 
     def prob_one(self, log_alpha: torch.Tensor) -> torch.Tensor:
         """P(g = 1) = P(s > (1 - gamma) / (zeta - gamma))."""
         t = (1 - self.gamma) / (self.zeta - self.gamma)
-        return torch.sigmoid(log_alpha - self.beta * torch.log(torch.tensor(t / (1 - t))))
+        return torch.sigmoid(log_alpha - self.beta * math.log(t / (1 - t)))

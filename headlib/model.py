@@ -30,6 +30,28 @@ from .bpe import PAD_ID
 from .config import ModelConfig
 
 KINDS = ("enc-self", "dec-self", "dec-enc")
+
+
+def mask_spec(masks: dict[str, torch.Tensor]) -> str:
+    """Head masks as the text of `ModelConfig.head_mask`: "kind:0110/1000,kind:..." (one 0/1
+    string per layer, layers separated by "/")."""
+    return ",".join(f"{kind}:" + "/".join("".join(str(int(v)) for v in row) for row in m.tolist())
+                    for kind, m in masks.items())
+
+
+def parse_mask_spec(spec: str, layers: dict[str, int], n_heads: int) -> dict[str, torch.Tensor]:
+    """Inverse of `mask_spec`, checked against the architecture; kinds not named stay all-on."""
+    masks = {}
+    for part in filter(None, spec.split(",")):
+        kind, _, rows = part.partition(":")
+        rows = rows.split("/")
+        if kind not in layers:
+            raise ValueError(f"model.head_mask: unknown attention kind {kind!r}; valid: {', '.join(layers)}")
+        if len(rows) != layers[kind] or any(len(r) != n_heads or set(r) - {"0", "1"} for r in rows):
+            raise ValueError(f"model.head_mask: {kind} needs {layers[kind]} layers of {n_heads} "
+                             f"0/1 digits separated by '/', got {part!r}")
+        masks[kind] = torch.tensor([[float(c) for c in r] for r in rows])
+    return masks
 NEG_INF = float("-inf")
 
 
@@ -211,6 +233,8 @@ class Transformer(nn.Module):
         self.dec_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
         for kind, n in self.layer_counts().items():
             self.register_buffer(self._mask_name(kind), torch.ones(n, cfg.n_heads))
+        for kind, mask in parse_mask_spec(cfg.head_mask, self.layer_counts(), cfg.n_heads).items():
+            self.set_head_mask(kind, mask)
         self.reset_parameters()
 
     # -- head masks ---------------------------------------------------------------------------

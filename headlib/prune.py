@@ -57,7 +57,8 @@ def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tu
     torch.manual_seed(cfg.seed)
     model = copy.deepcopy(model).train()
     shapes = {k: tuple(model.head_mask(k).shape) for k in cfg.kinds}
-    gates = HardConcreteGates(shapes)
+    dev = next(model.parameters()).device
+    gates = HardConcreteGates(shapes).to(dev)
     params = trainable_parameters(model, cfg.kinds)
     train_ids = {id(p) for p in params}
     for p in model.parameters():
@@ -66,7 +67,6 @@ def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tu
                             {"params": gates.parameters(), "lr": cfg.gate_lr}], betas=(0.9, 0.98), eps=1e-9)
     batches = make_batches(data.train, cfg.max_tokens)
     order, epoch, history = [], 0, []
-    dev = torch.device("cpu")
     steps = range(cfg.steps)
     if progress:
         from tqdm.auto import tqdm
@@ -76,7 +76,7 @@ def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tu
         if not order:
             order = epoch_order(len(batches), cfg.seed, epoch)
             epoch += 1
-        src, tgt_in, tgt_out = collate(data.train, batches[order.pop()])
+        src, tgt_in, tgt_out = (t.to(dev) for t in collate(data.train, batches[order.pop()]))
         opt.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             loss, ntok = token_loss(model, src, tgt_in, tgt_out, cfg.label_smoothing, gates=gates())
@@ -92,6 +92,7 @@ def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tu
     for k, m in masks.items():
         model.set_head_mask(k, m * model.head_mask(k))
     model.eval()
-    result = PruneResult(masks, {k.replace("_", "-"): a.detach().clone() for k, a in gates.log_alpha.items()},
+    masks = {k: m.cpu() for k, m in masks.items()}
+    result = PruneResult(masks, {k.replace("_", "-"): a.detach().cpu().clone() for k, a in gates.log_alpha.items()},
                          history, round((time.time() - t0) / 60, 2))
     return model, result

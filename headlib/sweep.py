@@ -1,0 +1,239 @@
+"""Pruning sweeps (Sec. 6): one Hard Concrete fine-tuning per lambda, the BLEU of the hard-masked
+model, and the "from scratch" baselines trained with a pruned configuration's fixed mask.
+
+Every point is one JSON file under `<results_dir>/pruning/` (written atomically), so a sweep
+resumes where it stopped, several processes can share one sweep (one lambda each), and the book
+reads finished points without recomputing them. A point records the device it ran on.
+
+    full.json                           the unpruned model, evaluated like the points
+    enc-self-lam0.01-s500.json          one fine-tuning (kinds, lambda, steps) and its masks
+    scratch-<digest>.json               a from-scratch run with a fixed mask (its training results)
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from .config import get_config
+from .data import load_split, main_test_set
+from .files import write_json
+from .model import mask_spec, parse_mask_spec
+from .prune import PruneConfig, prune
+from .train import Prepared, evaluate_bleu, train
+
+
+def device_name() -> str:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
+
+def point_name(cfg: PruneConfig) -> str:
+    return f"{'+'.join(cfg.kinds)}-lam{cfg.lam:g}-s{cfg.steps}.json"
+
+
+def _read(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def evaluate_masked(model, data: Prepared, pair: str, len_alpha: float, beam: int) -> dict:
+    """Dev greedy and main-test greedy + beam BLEU of `model` as it is (its head masks fixed)."""
+    test = load_split(pair, main_test_set(pair))
+    return {"dev_greedy": evaluate_bleu(model, data.bpe, data.dev)["bleu"],
+            "test_greedy": evaluate_bleu(model, data.bpe, test)["bleu"],
+            "test_beam": evaluate_bleu(model, data.bpe, test, beam, len_alpha)["bleu"],
+            "test_set": test.name, "beam": beam, "len_alpha": len_alpha}
+
+
+def counts(model) -> dict:
+    """Retained heads per kind, in total and per layer."""
+    return {"retained": {k: int(model.head_mask(k).sum()) for k in model.layer_counts()},
+            "per_layer": {k: model.head_mask(k).sum(1).int().tolist() for k in model.layer_counts()},
+            "mask": mask_spec({k: model.head_mask(k) for k in model.layer_counts()})}
+
+
+def full_point(model, data: Prepared, pair: str, len_alpha: float, beam: int, out: Path) -> dict:
+    """The unpruned model scored on this device, the reference every point is compared with."""
+    path = out / "full.json"
+    if (row := _read(path)) is None:
+        row = {"kinds": [], "lam": None, **counts(model),
+               **evaluate_masked(model, data, pair, len_alpha, beam), "device": device_name()}
+        write_json(path, row)
+    return row
+
+
+def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: float, beam: int,
+                out: Path, progress: bool = False) -> dict:
+    """Fine-tune with gates at one lambda, fix the gates to 0/1, score with the hard mask (no
+    fine-tuning after fixing)."""
+    path = out / point_name(cfg)
+    if (row := _read(path)) is None:
+        pruned, result = prune(model, data, cfg, progress)
+        row = {"kinds": list(cfg.kinds), "lam": cfg.lam, **counts(pruned),
+               **evaluate_masked(pruned, data, pair, len_alpha, beam),
+               "log_alpha": {k: a.tolist() for k, a in result.log_alpha.items()},
+               "prune_minutes": result.minutes, "history": result.history,
+               "prune_config": dataclasses.asdict(cfg), "device": device_name()}
+        write_json(path, row)
+    return row
+
+
+def canonical_spec(spec: str) -> str:
+    """`spec` without the kinds whose heads are all on (the same model, so the same run)."""
+    return ",".join(part for part in spec.split(",") if "0" in part.partition(":")[2])
+
+
+def scratch_config(profile: str, pair: str, seed: int, spec: str, max_steps: int):
+    """The baseline's recipe with a fixed head mask and the baseline's number of updates."""
+    return get_config(profile, [f"train.seed={seed}", f"model.head_mask={canonical_spec(spec)}",
+                                f"train.max_steps={max_steps}", "train.max_minutes=0"], pair=pair)
+
+
+def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int, out: Path,
+                  progress: bool = False) -> dict:
+    """Train from scratch with the fixed mask `spec` (Table 2's "from scratch" column)."""
+    cfg = scratch_config(profile, pair, seed, spec, max_steps)
+    path = out / f"scratch-{cfg.digest()}.json"
+    if (row := _read(path)) is None:
+        results = train(cfg, progress)
+        layers = {"enc-self": cfg.model.enc_layers, "dec-self": cfg.model.dec_layers, "dec-enc": cfg.model.dec_layers}
+        masks = parse_mask_spec(spec, layers, cfg.model.n_heads)
+        test = main_test_set(pair)
+        row = {"mask": spec, "retained": {k: int(masks[k].sum()) if k in masks else n * cfg.model.n_heads
+                                         for k, n in layers.items()},
+               "steps": results["steps"], "train_minutes": results["train_minutes"],
+               "test_beam": results["test"][test]["beam"]["bleu"],
+               "test_greedy": results["test"][test]["greedy"]["bleu"], "test_set": test,
+               "run_dir": results["run_dir"], "device": device_name(), "results": results}
+        write_json(path, row)
+    return row
+
+
+def points(out: Path, kinds: tuple[str, ...]) -> list[dict]:
+    """The finished fine-tuning points of one kind set, by lambda."""
+    rows = [json.loads(p.read_text()) for p in out.glob(f"{'+'.join(kinds)}-lam*.json")]
+    return sorted(rows, key=lambda r: r["lam"])
+
+
+def nearest(rows: list[dict], total: int) -> dict:
+    """The point whose total retained heads (over its gated kinds) is closest to `total`."""
+    return min(rows, key=lambda r: (abs(sum(r["retained"][k] for k in r["kinds"]) - total), r["lam"]))
+
+
+
+# -- reading a sweep ---------------------------------------------------------------------------
+
+def sweep_table(rows: list[dict], full: dict, tuned: dict | None = None) -> pd.DataFrame:
+    """One row per point: lambda, heads per kind, BLEU, and the change against the unpruned model
+    (`full`) and against `tuned`, the point fine-tuned with the smallest lambda (same updates,
+    no head closed), which separates the effect of pruning from that of the extra updates."""
+    table = pd.DataFrame([{"lambda": r["lam"], **{f"{k} heads": r["retained"][k] for k in r["kinds"]},
+                           "BLEU": r["test_beam"], "BLEU greedy": r["test_greedy"]} for r in rows])
+    table["vs. full"] = table["BLEU"] - full["test_beam"]
+    if tuned is not None:
+        table["vs. fine-tuned 48"] = table["BLEU"] - tuned["test_beam"]
+    return table
+
+
+def kind_mask(row: dict, kind: str) -> torch.Tensor:
+    """The 0/1 (layers, heads) mask of one kind in a point (or scratch run) row."""
+    part = next(p for p in row["mask"].split(",") if p.startswith(kind + ":"))
+    rows = part.split(":")[1].split("/")
+    return parse_mask_spec(part, {kind: len(rows)}, len(rows[0]))[kind]
+
+
+def survival(rows: list[dict], kind: str = "enc-self") -> pd.DataFrame:
+    """Per head: the largest lambda at which it is still open (0 if closed at every lambda),
+    i.e. how hard the head is to prune."""
+    last = torch.zeros_like(kind_mask(rows[0], kind))
+    for r in sorted(rows, key=lambda r: r["lam"]):
+        last = torch.where(kind_mask(r, kind).bool(), torch.full_like(last, r["lam"]), last)
+    return pd.DataFrame([{"layer": i + 1, "head": j + 1, "survives_to_lambda": float(last[i, j])}
+                         for i in range(last.shape[0]) for j in range(last.shape[1])])
+
+
+def pruning_order(table: pd.DataFrame) -> list[tuple[str, float]]:
+    """Attention kinds of an all-kinds sweep table (a "<kind> heads" column per kind, "lambda"),
+    ordered by the smallest lambda at which at most half of the kind's heads are open (the
+    kind's heads at the smallest lambda count as all of them)."""
+    kinds = [c.removesuffix(" heads") for c in table.columns if c.endswith(" heads") and c != "total heads"]
+    table = table.sort_values("lambda")
+    def half_life(kind):
+        col = table[f"{kind} heads"]
+        below = table.loc[col <= col.iloc[0] / 2, "lambda"]
+        return float(below.min()) if len(below) else float("inf")
+    return sorted(((k, half_life(k)) for k in kinds), key=lambda t: (t[1], kinds.index(t[0])))
+
+
+def enrichment(rows: list[dict], heads: pd.DataFrame, kind: str = "enc-self") -> pd.DataFrame:
+    """Per point, are the retained heads the specialized / important ones?
+
+    `heads` has one row per (layer, head) with a boolean `specialized` and a `relevance`. Fisher's
+    exact test (one-sided: retained heads are more often specialized) and the Mann-Whitney U test
+    (one-sided: retained heads have higher relevance)."""
+    from scipy.stats import fisher_exact, mannwhitneyu
+    out = []
+    for r in rows:
+        grid = kind_mask(r, kind)
+        kept = heads.apply(lambda h: bool(grid[h["layer"] - 1, h["head"] - 1]), axis=1)
+        n_kept = int(kept.sum())
+        if n_kept in (0, len(heads)):
+            continue
+        spec = heads["specialized"].astype(bool)
+        table = [[int((kept & spec).sum()), int((kept & ~spec).sum())],
+                 [int((~kept & spec).sum()), int((~kept & ~spec).sum())]]
+        out.append({"lambda": r["lam"], "retained": n_kept, "specialized retained": table[0][0],
+                    "specialized pruned": table[1][0],
+                    "Fisher p": fisher_exact(table, alternative="greater").pvalue,
+                    "relevance retained": heads.loc[kept, "relevance"].mean(),
+                    "relevance pruned": heads.loc[~kept, "relevance"].mean(),
+                    "Mann-Whitney p": mannwhitneyu(heads.loc[kept, "relevance"], heads.loc[~kept, "relevance"],
+                                                   alternative="greater").pvalue})
+    return pd.DataFrame(out)
+
+
+def main(argv=None) -> None:
+    """`python -m headlib.sweep prune|scratch ...`: one process's share of a sweep (the book's
+    notebooks run the same functions; this entry point lets several processes share a GPU)."""
+    import argparse
+
+    from .results import results_dir
+    from .train import prepare_data, trained_model
+    p = argparse.ArgumentParser(prog="python -m headlib.sweep")
+    p.add_argument("what", choices=["prune", "scratch", "pick"])
+    p.add_argument("--profile", default="cpu")
+    p.add_argument("--pair", default="en-de")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--kinds", default="enc-self", help="comma-separated attention kinds to gate")
+    p.add_argument("--lams", default="0.01", help="comma-separated lambdas (prune)")
+    p.add_argument("--steps", type=int, default=PruneConfig.steps, help="fine-tuning updates (prune)")
+    p.add_argument("--spec", default="", help="fixed head mask (scratch), as model.head_mask")
+    p.add_argument("--totals", default="17,10", help="pick: print the masks of the points nearest these head counts")
+    p.add_argument("--full", action="store_true", help="also score the unpruned model (full.json)")
+    p.add_argument("--max-steps", type=int, default=0, help="updates of a scratch run (default: the baseline's)")
+    a = p.parse_args(argv)
+    out = results_dir(a.profile, a.pair, a.seed) / "pruning"
+    if a.what == "pick":
+        rows = points(out, tuple(a.kinds.split(",")))
+        print("\n".join(dict.fromkeys(nearest(rows, int(n))["mask"] for n in a.totals.split(","))) if rows else "")
+        return
+    model, bpe, base = trained_model(a.profile, a.pair, a.seed)
+    if a.what == "scratch":
+        row = scratch_point(a.profile, a.pair, a.seed, a.spec, a.max_steps or base["steps"], out, progress=True)
+        print(json.dumps({k: row[k] for k in ("retained", "test_beam", "steps", "device")}))
+        return
+    model = model.to(torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
+    data = prepare_data(get_config(a.profile, [f"train.seed={a.seed}"], pair=a.pair))
+    beam = base["config"]["train"]["beam"]
+    if a.full:
+        full_point(model, data, a.pair, base["len_alpha"], beam, out)
+    for lam in map(float, a.lams.split(",")):
+        cfg = PruneConfig(kinds=tuple(a.kinds.split(",")), lam=lam, steps=a.steps, seed=a.seed)
+        row = prune_point(model, data, cfg, a.pair, base["len_alpha"], beam, out)
+        print(json.dumps({k: row[k] for k in ("kinds", "lam", "retained", "test_beam", "prune_minutes", "device")}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
