@@ -147,7 +147,7 @@ def kind_mask(row: dict, kind: str) -> torch.Tensor:
 def survival(rows: list[dict], kind: str = "enc-self") -> pd.DataFrame:
     """Per head: the largest lambda at which it is still open (0 if closed at every lambda),
     i.e. how hard the head is to prune."""
-    last = torch.zeros_like(kind_mask(rows[0], kind))
+    last = torch.zeros_like(kind_mask(rows[0], kind), dtype=torch.float64)
     for r in sorted(rows, key=lambda r: r["lam"]):
         last = torch.where(kind_mask(r, kind).bool(), torch.full_like(last, r["lam"]), last)
     return pd.DataFrame([{"layer": i + 1, "head": j + 1, "survives_to_lambda": float(last[i, j])}

@@ -1,0 +1,44 @@
+"""The claims table: verdicts on hand-built result tables whose answers are known."""
+import pandas as pd
+
+from headlib.claims import FAILS, HOLDS, MISSING, PARTLY, claims_table
+
+
+def _importance(relevance, confidence):
+    n = len(relevance)
+    return pd.DataFrame({"layer": [1 + i // 4 for i in range(n)], "head": [1 + i % 4 for i in range(n)],
+                         "relevance": relevance, "confidence": confidence, "rank_in_layer": 1})
+
+
+def test_verdicts_follow_the_stated_criteria(tmp_path):
+    rel = [0.7, 0.1, 0.1, 0.1, 0.1, 0.6, 0.2, 0.1]                 # one dominant head per layer
+    _importance(rel, [0.9, 0.2, 0.3, 0.1, 0.15, 0.8, 0.4, 0.05]).to_csv(tmp_path / "head_importance.csv", index=False)
+    pd.DataFrame({"layer": [1, 1], "head": [1, 2], "offset": [-1, 0], "fraction": [0.95, 0.3],
+                  "confidence": [0.85, 0.4], "positional": [True, False]}).to_csv(tmp_path / "positional_heads.csv", index=False)
+    pd.DataFrame({"relation": ["nsubj", "amod", "dobj"], "direction": ["a", "b", "a"],
+                  "syntactic": [True, False, False], "syntactic_relative": [True, True, False]}).to_csv(tmp_path / "syntactic_best.csv", index=False)
+    pd.DataFrame({"lambda": [0.001, 0.01, 0.1], "enc-self heads": [48, 10, 2], "BLEU": [30.0, 29.8, 28.0],
+                  "vs. full": [0.5, 0.3, -1.5]}).to_csv(tmp_path / "pruning_encoder.csv", index=False)
+    pd.DataFrame({"pruned - scratch": [0.4, -0.2]}).to_csv(tmp_path / "pruning_encoder_scratch.csv", index=False)
+    pd.DataFrame({"lambda": [0.001, 0.01, 0.1], "enc-self heads": [48, 10, 0], "dec-self heads": [48, 30, 5],
+                  "dec-enc heads": [48, 40, 20], "total heads": [144, 80, 25],
+                  "pruned - scratch": [None, 0.3, 0.1]}).to_csv(tmp_path / "pruning_all_attention.csv", index=False)
+    table = claims_table(tmp_path).set_index("claim")
+    verdict = table["verdict"].to_dict()
+    assert verdict["C1"] == HOLDS                     # rank correlation 0.93
+    assert verdict["C2"] == HOLDS                     # top share 0.7 and 0.6 >= 2 x 0.25
+    assert verdict["C3"] == HOLDS                     # 95% on offset -1 with confidence 0.85
+    assert verdict["C4"] == PARTLY                    # 1 of 3 relation-directions: fewer than half
+    assert verdict["C5"] == MISSING                   # no rare-word table
+    assert verdict["C6"] == HOLDS                     # 10 heads within 0.5 of 30.0 (and of 29.5)
+    assert verdict["C7"] == PARTLY                    # +0.4, -0.2, +0.3, +0.1
+    assert "+0.40, -0.20, +0.30, +0.10" in table.loc["C7", "ours"]
+    assert verdict["C8"] == HOLDS                     # enc-self at 0.01, dec-self 0.1, dec-enc never
+    assert verdict["C9"] == MISSING
+
+
+def test_a_claim_that_fails(tmp_path):
+    _importance([0.1, 0.2, 0.3, 0.4], [0.9, 0.8, 0.7, 0.6]).to_csv(tmp_path / "head_importance.csv", index=False)
+    table = claims_table(tmp_path).set_index("claim")
+    assert table.loc["C1", "verdict"] == FAILS       # rho = -1
+    assert table.loc["C2", "verdict"] == FAILS       # top share 0.4 < 2 x 0.25

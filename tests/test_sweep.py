@@ -1,0 +1,109 @@
+"""Sec. 6 sweeps: fixed head masks (the from-scratch baseline), cached sweep points, and the
+readers of a sweep (order of kinds, survival, enrichment) on hand-built sweeps with known answers."""
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from headlib.config import get_config
+from headlib.model import Transformer, mask_spec, parse_mask_spec
+from headlib.sweep import (canonical_spec, enrichment, nearest, prune_point, pruning_order, scratch_config,
+                           survival)
+
+LAYERS = {"enc-self": 2, "dec-self": 2, "dec-enc": 2}
+
+
+def test_mask_spec_round_trip_and_errors_name_the_key():
+    masks = {"enc-self": torch.tensor([[1.0, 0, 1, 1], [0, 0, 0, 1]]), "dec-enc": torch.ones(2, 4)}
+    spec = mask_spec(masks)
+    assert spec == "enc-self:1011/0001,dec-enc:1111/1111"
+    back = parse_mask_spec(spec, LAYERS, 4)
+    assert set(back) == set(masks) and all(torch.equal(back[k], masks[k]) for k in masks)
+    for bad in ("enc-self:1011", "enc-self:1012/0001", "cross:1111/1111", "enc-self:10110/0001"):
+        with pytest.raises(ValueError, match="model.head_mask"):
+            get_config("smoke", [f"model.head_mask={bad}"])
+
+
+def test_canonical_spec_drops_all_on_kinds_so_equal_models_share_a_run():
+    spec = "enc-self:1011/0001,dec-self:1111/1111,dec-enc:1111/1111"
+    assert canonical_spec(spec) == "enc-self:1011/0001"
+    a = scratch_config("smoke", "en-de", 1, spec, 7)
+    b = scratch_config("smoke", "en-de", 1, "enc-self:1011/0001", 7)
+    assert a.digest() == b.digest() != scratch_config("smoke", "en-de", 1, "", 7).digest()
+    assert get_config("smoke").digest() == get_config("smoke", ["model.head_mask="]).digest()
+
+
+def test_config_mask_equals_setting_the_mask_by_hand():
+    cfg = get_config("smoke", ["model.head_mask=enc-self:1011/0001,dec-enc:0111/1110"])
+    torch.manual_seed(0)
+    masked = Transformer(cfg.model, 50).eval()
+    torch.manual_seed(0)
+    by_hand = Transformer(get_config("smoke").model, 50).eval()
+    for kind, m in parse_mask_spec(cfg.model.head_mask, LAYERS, 4).items():
+        by_hand.set_head_mask(kind, m)
+    src, tgt = torch.randint(4, 50, (3, 7)), torch.randint(4, 50, (3, 5))
+    assert torch.equal(masked(src, tgt), by_hand(src, tgt))
+
+
+def test_from_scratch_training_never_updates_masked_heads(tmp_path):
+    """A head fixed to 0 gets no gradient: its query/key/value rows and its W^O columns keep
+    their initial values bitwise, while the open heads train."""
+    from headlib.train import Trainer
+    cfg = get_config("smoke", ["model.head_mask=enc-self:1011/0001", "train.max_steps=4", "train.eval_every=100"])
+    trainer = Trainer(cfg, tmp_path / "run", progress=False)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.fit()
+    after = trainer.model.state_dict()
+    dh = cfg.model.d_model // cfg.model.n_heads
+    for layer, head, closed in ((0, 1, True), (1, 0, True), (0, 0, False), (1, 3, False)):
+        rows = slice(head * dh, (head + 1) * dh)
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            name = f"encoder.{layer}.self_attn.{proj}.weight"
+            assert torch.equal(before[name][rows], after[name][rows]) == closed, (name, head)
+        name = f"encoder.{layer}.self_attn.out_proj.weight"
+        assert torch.equal(before[name][:, rows], after[name][:, rows]) == closed, (name, head)
+    assert torch.equal(after["head_mask_enc_self"], torch.tensor([[1.0, 0, 1, 1], [0, 0, 0, 1]]))
+
+
+def _row(lam, enc, dec_self=None, kinds=("enc-self",)):
+    masks = {"enc-self": torch.tensor(enc, dtype=torch.float)}
+    if dec_self is not None:
+        masks["dec-self"] = torch.tensor(dec_self, dtype=torch.float)
+    return {"lam": lam, "kinds": list(kinds), "mask": mask_spec(masks),
+            "retained": {k: int(m.sum()) for k, m in masks.items()},
+            "per_layer": {k: m.sum(1).int().tolist() for k, m in masks.items()}}
+
+
+def test_prune_point_is_read_back_not_recomputed(tmp_path, monkeypatch):
+    from headlib import sweep
+    from headlib.prune import PruneConfig
+    cfg = PruneConfig(lam=0.3, steps=5)
+    stored = _row(0.3, [[1, 0], [0, 1]])
+    (tmp_path / sweep.point_name(cfg)).write_text(json.dumps(stored))
+    monkeypatch.setattr(sweep, "prune", lambda *a, **k: pytest.fail("a finished point was recomputed"))
+    assert prune_point(None, None, cfg, "en-de", 1.0, 4, tmp_path) == stored
+
+
+def test_nearest_survival_and_order_on_a_hand_built_sweep():
+    rows = [_row(0.01, [[1, 1], [1, 1]]), _row(0.1, [[1, 0], [1, 1]]), _row(1.0, [[0, 0], [0, 1]])]
+    assert nearest(rows, 3)["lam"] == 0.1
+    assert nearest(rows, 2)["lam"] == 0.1   # ties go to the smaller lambda
+    surv = survival(rows).set_index(["layer", "head"])["survives_to_lambda"]
+    assert surv.to_dict() == {(1, 1): 0.1, (1, 2): 0.01, (2, 1): 0.1, (2, 2): 1.0}
+    table = pd.DataFrame({"lambda": [0.001, 0.01, 0.1, 1.0], "enc-self heads": [48, 20, 5, 0],
+                          "dec-self heads": [48, 40, 20, 3], "dec-enc heads": [48, 48, 30, 10],
+                          "total heads": [144, 108, 55, 13]})
+    assert pruning_order(table) == [("enc-self", 0.01), ("dec-self", 0.1), ("dec-enc", 1.0)]
+
+
+def test_enrichment_finds_retained_heads_that_are_the_specialized_and_relevant_ones():
+    heads = pd.DataFrame({"layer": [1] * 8 + [2] * 8, "head": list(range(1, 9)) * 2})
+    kept = [[1, 1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0, 0, 0]]
+    heads["specialized"] = [h <= 4 for h in heads["head"]]
+    heads["relevance"] = [1.0 if h <= 4 else 0.0 for h in heads["head"]] + 0.01 * heads.index
+    row = enrichment([_row(0.1, kept)], heads).iloc[0]
+    assert row["retained"] == 8 and row["specialized retained"] == 8 and row["specialized pruned"] == 0
+    assert row["Fisher p"] < 1e-3 and row["Mann-Whitney p"] < 1e-3
+    flipped = enrichment([_row(0.1, [[1 - v for v in r] for r in kept])], heads).iloc[0]
+    assert flipped["Fisher p"] > 0.99 and flipped["Mann-Whitney p"] > 0.99
