@@ -176,7 +176,7 @@ class Trainer:
         order = epoch_order(len(self.batches), self.cfg.train.seed, epoch)
         return [order[i:i + n] for i in range(0, len(order) - n + 1, n)]
 
-    def _evaluate(self):
+    def _evaluate(self, snapshot: bool = True):
         s, cfg = self.state, self.cfg
         self.model.eval()
         dev = evaluate_bleu(self.model, self.data.bpe, self.data.dev)
@@ -188,7 +188,7 @@ class Trainer:
             torch_save(self.out / "best.pt", self.model.state_dict())
         else:
             s["bad_evals"] += 1
-        if cfg.train.average_last > 1:
+        if cfg.train.average_last > 1 and snapshot:
             snap = self.out / f"snap-{s['step']:07d}.pt"
             torch_save(snap, self.model.state_dict())
             s["snapshots"] = (s["snapshots"] + [snap.name])[-cfg.train.average_last:]
@@ -256,7 +256,10 @@ def finalize(trainer: Trainer) -> dict:
     cfg, out, model, bpe = trainer.cfg, trainer.out, trainer.model, trainer.data.bpe
     s = trainer.state
     if s["history"] == [] or s["history"][-1]["step"] != s["step"]:
-        trainer._evaluate()
+        # A run stopped by the clock just after an evaluation would add a near-copy of the last
+        # snapshot (and weigh it twice in the average): snapshot only if the gap is real.
+        gap = s["step"] - (s["history"][-1]["step"] if s["history"] else 0)
+        trainer._evaluate(snapshot=gap >= cfg.train.eval_every // 2)
     model.eval()
     candidates = {"best": torch.load(out / "best.pt", map_location="cpu", weights_only=True)}
     if len(s["snapshots"]) > 1:

@@ -87,6 +87,19 @@ def test_average_weights(tmp_path):
         torch.testing.assert_close(v, ref, atol=1e-6, rtol=0)
 
 
+def test_final_evaluation_adds_no_near_copy_snapshot(tmp_path):
+    """A run stopped one update after an evaluation: the final weights are evaluated (for best)
+    but do not enter the average as a second copy of the last snapshot."""
+    from headlib.train import finalize
+    cfg = get_config("smoke", ["train.max_steps=9", "train.eval_every=4", "train.average_last=3",
+                               "data.dev_limit=8", "train.threads=1"])
+    trainer = Trainer(cfg, tmp_path / "run", progress=False)
+    trainer.fit()
+    results = finalize(trainer)
+    assert [h["step"] for h in results["history"]] == [4, 8, 9]
+    assert trainer.state["snapshots"] == ["snap-0000004.pt", "snap-0000008.pt"]
+
+
 def test_lr_schedule():
     cfg = get_config("smoke", ["train.lr=1e-3", "train.warmup=10"])
     lrs = [lr_at(s, cfg) for s in range(1, 41)]
