@@ -131,3 +131,25 @@ def test_glued_numbers_are_filled_in(site, browser):
     assert page.locator("table").count() >= 5           # config, sizes, domains, corpus, BLEU, training
     assert page.locator("figure img").count() >= 1      # the dev-BLEU curve
     page.close()
+
+
+def test_head_view_draws_and_follows_its_selectors(site, browser):
+    """The Sec. 5 head view: lines drawn on load, redrawn for another head, filtered on hover."""
+    base, _ = site
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{base}/executed/en-de/seed1/05_head_functions.html", wait_until="load")
+    view = page.locator(".headview").first
+    lines = lambda: view.locator("svg line").count()   # noqa: E731
+    assert lines() > 0
+    tokens = view.locator("svg text").count()
+    assert tokens >= 4 and tokens % 2 == 0              # every token on both sides
+    view.locator("select[name=head]").select_option("1")
+    view.locator("select[name=layer]").select_option("1")
+    assert lines() > 0
+    everything = lines()
+    view.locator("svg text").first.hover()
+    assert 0 < lines() <= everything                     # only the hovered query's lines
+    assert not errors, errors
+    page.close()
