@@ -13,6 +13,15 @@ the relevance summed over its slice of the attention output before W^O (all sour
 normalise over the heads of the layer (R_h / sum_h' |R_h'|, so that non-negative relevances sum to
 one); average over steps and sentences.
 
+Rule set `paper` (the Ding et al. 2017 rule as Voita et al. describe it, after their official
+code): signed shares on linear maps (gradient x input, as above), but relevance also flows through
+the softmax into queries and keys (the attention weights are *not* held constant), LayerNorm
+passes relevance through unchanged, and at the input of every encoder and decoder layer the
+relevance is replaced by its absolute value, rescaled so that its total is conserved. Not
+reproduced: the official code's z+ rule (positive weights only) on dense layers, which the paper's
+text does not describe. Gradient x input is not conservative through the softmax, hence the
+rescaling; head relevance is normalised per layer, so only the signs and shares matter.
+
 Computed in fp32: bf16 would break conservation.
 """
 from __future__ import annotations
@@ -27,7 +36,8 @@ from .bpe import BOS_ID, EOS_ID, PAD_ID
 from .decode import greedy
 from .model import MultiHeadAttention
 
-RULES = ("conservative",)
+RULES = ("conservative", "paper")
+EPS = 1e-7   # stabiliser of relevance / activation (the official code's 1e-7)
 
 
 def _layer_norm_constant_scale(module: nn.LayerNorm, inputs, output):
@@ -53,6 +63,64 @@ def conservative(model: nn.Module):
             h.remove()
         for m in attns:
             m.detach_weights = False
+
+
+def _stable(x: torch.Tensor) -> torch.Tensor:
+    return x + EPS * torch.where(x >= 0, 1.0, -1.0)
+
+
+class _LayerNormPassThrough(torch.autograd.Function):
+    """Forward: the LayerNorm output y. Backward: the gradient that gives x * grad_x = y * grad_y,
+    i.e. relevance passes through the LayerNorm unchanged."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return y.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return grad * y / _stable(x), None
+
+
+class _AbsRescale(torch.autograd.Function):
+    """Identity forward. Backward: the relevance R = x * grad of each batch row becomes
+    |R| * sum(R) / sum(|R|) (non-negative when the total is, total conserved)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        rel = x * grad
+        dims = tuple(range(1, rel.dim()))
+        scale = rel.sum(dims, keepdim=True) / rel.abs().sum(dims, keepdim=True).clamp_min(1e-30)
+        return rel.abs() * scale / _stable(x)
+
+
+def _layer_norm_pass_through(module: nn.LayerNorm, inputs, output):
+    return _LayerNormPassThrough.apply(inputs[0], output)
+
+
+def _rescale_layer_input(module, args):
+    return (_AbsRescale.apply(args[0]), *args[1:])
+
+
+@contextmanager
+def paper_rule(model: nn.Module):
+    """Inside this block, backward passes follow the `paper` rule set (module docstring)."""
+    handles = [m.register_forward_hook(_layer_norm_pass_through)
+               for m in model.modules() if isinstance(m, nn.LayerNorm)]
+    handles += [layer.register_forward_pre_hook(_rescale_layer_input) for layer in [*model.encoder, *model.decoder]]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
 
 
 @contextmanager
@@ -83,7 +151,8 @@ def head_relevance_batch(model, src, tgt_in, tgt_out, rule: str = "conservative"
     if rule not in RULES:
         raise ValueError(f"unknown LRP rule {rule!r}; valid: {', '.join(RULES)}")
     model.eval()
-    with torch.enable_grad(), conservative(model), capture_heads(model, "enc-self") as heads:
+    rule_ctx = conservative(model) if rule == "conservative" else paper_rule(model)
+    with torch.enable_grad(), rule_ctx, capture_heads(model, "enc-self") as heads:
         start = top1_logits(model(src, tgt_in).float())                  # (B, T)
         valid = tgt_out.ne(PAD_ID)                                       # (B, T)
         total = torch.zeros(len(heads), heads[0].size(1), dtype=torch.float64)

@@ -3,7 +3,7 @@ import torch
 from torch import nn
 
 from headlib.config import ModelConfig
-from headlib.lrp import capture_heads, conservative, head_relevance_batch, top1_logits
+from headlib.lrp import capture_heads, conservative, head_relevance_batch, paper_rule, top1_logits
 from headlib.model import Transformer
 
 CFG = ModelConfig(d_model=16, n_heads=4, d_ff=32, enc_layers=2, dec_layers=2, dropout=0.0, norm="pre")
@@ -196,3 +196,52 @@ def test_gated_head_gets_zero_relevance():
     rel, _ = head_relevance_batch(model, src, tgt_in, tgt_out)
     assert rel[0, 2] == 0 and rel[1, 0] == 0
     assert (rel[mask.bool()] != 0).all()
+
+
+# -- the `paper` rule ----------------------------------------------------------------------------
+
+def test_paper_rule_layer_norm_passes_relevance_through():
+    norm = nn.LayerNorm(6)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.uniform_(-0.3, 0.3)
+    model = nn.Module()
+    model.norm, model.encoder, model.decoder = norm, [], []
+    x = torch.randn(3, 6, requires_grad=True)
+    upstream = torch.randn(3, 6)
+    with paper_rule(model):
+        y = norm(x)
+    g, = torch.autograd.grad(y, x, upstream)
+    torch.testing.assert_close(x.detach() * g, y.detach() * upstream, rtol=1e-4, atol=1e-5)
+
+
+def test_paper_rule_layer_inputs_get_non_negative_relevance_with_the_total_kept():
+    """Below each layer input the relevance is |R| rescaled: one sign (the total's) everywhere,
+    summing (per sentence) to the total that arrived."""
+    model = tiny_model(seed=2, zero_bias=False)
+    src, tgt_in, _ = batch()
+    before, after = {}, {}
+    layer = model.encoder[1]
+    first = layer.register_forward_pre_hook(lambda m, a: before.__setitem__("x", a[0]))
+    with torch.enable_grad(), paper_rule(model):
+        last = layer.register_forward_pre_hook(lambda m, a: after.__setitem__("x", a[0]))
+        logit = top1_logits(model(src, tgt_in))[0, 2]
+        g_before, g_after = torch.autograd.grad(logit, [before["x"], after["x"]])
+    first.remove(); last.remove()
+    r_before, r_after = (before["x"] * g_before)[0], (after["x"] * g_after)[0]
+    sign = r_after.sum().sign()
+    assert (r_after * sign < 0).any()                           # mixed signs arrived ...
+    assert (r_before * sign >= -1e-6 * r_before.abs().max()).all()   # ... one sign left
+    torch.testing.assert_close(r_before.sum(), r_after.sum(), rtol=1e-4, atol=1e-6)
+
+
+def test_paper_rule_gated_head_gets_zero_relevance_and_differs_from_conservative():
+    model = tiny_model(seed=1, zero_bias=False)
+    mask = torch.ones(2, 4)
+    mask[1, 3] = 0
+    model.set_head_mask("enc-self", mask)
+    src, tgt_in, tgt_out = batch()
+    paper, steps = head_relevance_batch(model, src, tgt_in, tgt_out, rule="paper")
+    conserv, _ = head_relevance_batch(model, src, tgt_in, tgt_out, rule="conservative")
+    assert steps > 0 and paper[1, 3] == 0 and (paper[mask.bool()] != 0).all()
+    assert not torch.allclose(paper, conserv, atol=1e-3)       # relevance through q and k matters
