@@ -178,6 +178,8 @@ def ordered(notebooks: Sequence[Notebook]) -> list[Notebook]:
         visiting.add(nb.name)
         for dep in nb.after:
             if dep not in by_name:
+                if any(dep == other.name for other in NOTEBOOKS):
+                    continue   # not run this time: its outputs are read as they are (see `upstream`)
                 raise BookError(f"{nb.name} runs after {dep}, which is not a notebook of the book")
             visit(by_name[dep])
         visiting.discard(nb.name)
@@ -298,6 +300,16 @@ def prepare_out(out: Path, profile: str, force: bool = False) -> None:
         else:
             shutil.copy2(item, out / item.name)
     shutil.copy2(REPO / "_config.yml", out / "_config.yml")
+
+
+def select(names: Iterable[str]) -> tuple[Notebook, ...]:
+    """The notebooks named (in the book's order); an unknown name is an error listing the valid ones."""
+    known = {nb.name: nb for nb in NOTEBOOKS}
+    names = [n.strip() for n in names if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise BookError(f"unknown notebook(s) {', '.join(unknown)}; valid: {', '.join(known)}")
+    return tuple(nb for nb in NOTEBOOKS if nb.name in names)
 
 
 def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable[int] = (1,),
@@ -524,6 +536,8 @@ def main(argv=None) -> int:
         if name == "run":
             p.add_argument("--pairs", default="en-de", help=f"comma-separated, from {', '.join(PAIRS)}")
             p.add_argument("--seeds", default="1", help="comma-separated training seeds")
+            p.add_argument("--notebooks", default="", help="comma-separated notebook names to run (default: all); "
+                           "the others' outputs must exist where these read them")
             p.add_argument("--force", action="store_true", help="execute even when nothing changed")
             p.add_argument("--log-output", action="store_true", help="stream the notebooks' outputs")
             p.add_argument("--no-progress", action="store_true")
@@ -531,8 +545,10 @@ def main(argv=None) -> int:
     out = Path(args.out) if args.out else default_out(args.profile)
     try:
         if args.command == "run":
+            chosen = select(args.notebooks.split(",")) if args.notebooks else NOTEBOOKS
             run(args.profile, [p for p in args.pairs.split(",") if p], [int(s) for s in args.seeds.split(",") if s],
-                out, force=args.force, progress=not args.no_progress, log_output=args.log_output)
+                out, force=args.force, progress=not args.no_progress, log_output=args.log_output, notebooks=chosen)
+            write_toc(out, args.profile)   # the whole book, not only the notebooks run now
             problems = check(out)
             for p in problems:
                 print(f"warning: {p}", file=sys.stderr)

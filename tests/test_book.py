@@ -169,3 +169,11 @@ def test_failing_notebook_keeps_the_previous_good_output(tmp_path):
     write_tiny(tmp_path / "src", body="value = seed * 1000")
     assert [r.status for r in run_tiny(tmp_path)] == ["executed"]
     assert not book.failed_path(good).exists()
+
+
+def test_select_keeps_the_book_order_and_names_unknown_notebooks():
+    chosen = book.select(["09_claims", "04_important_heads"])
+    assert [nb.name for nb in chosen] == ["04_important_heads", "09_claims"]
+    assert [nb.name for nb in book.ordered(chosen)] == ["04_important_heads", "09_claims"]
+    with pytest.raises(book.BookError, match="unknown notebook.*valid: 03_data_and_models"):
+        book.select(["04_important_heads", "04_typo"])
