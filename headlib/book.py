@@ -60,6 +60,7 @@ class Notebook:
     caption: str                   # its part of the table of contents
     after: tuple[str, ...] = ()    # notebooks (same pair and seed) whose outputs it reads
     trains: bool = False           # reads the trained run of (profile, pair, seed)
+    reads: tuple[str, ...] = ()    # result tables it reads (globs under results_dir), in its key
 
 
 # In dependency order of the paper's sections; `after` makes the order explicit.
@@ -69,7 +70,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("05_head_functions", "Sec. 5 — Characterizing heads", after=("04_important_heads",), trains=True),
     Notebook("06_pruning_encoder", "Sec. 6.2 — Pruning the encoder", after=("05_head_functions",), trains=True),
     Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True),
-    Notebook("09_claims", "Claims", after=("05_head_functions", "07_pruning_all_attention")),
+    Notebook("09_claims", "Claims", after=("05_head_functions",), reads=(
+        "head_importance.csv", "positional_heads.csv", "syntactic_best.csv", "rare_word_rates.csv", "pruning_*.csv")),
 )
 
 # Hand-written pages: the root, and parts after the notebooks' parts.
@@ -205,6 +207,12 @@ def upstream(task: Task, out: Path) -> dict:
         results = run_dir(task.config()) / "results.json"
         rel = results.relative_to(artifacts_dir()).as_posix()
         artifacts[rel] = file_digest(results) if results.is_file() else "missing"
+    if task.nb.reads:
+        from .results import results_dir
+        tables = results_dir(task.profile, task.pair, task.seed)
+        for pattern in task.nb.reads:
+            for path in sorted(tables.glob(pattern)):
+                artifacts[f"results/{path.name}"] = file_digest(path)
     return {"notebooks": deps, "artifacts": artifacts}
 
 
