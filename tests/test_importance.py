@@ -1,0 +1,53 @@
+"""Gradient head importance (Michel et al. 2019) against finite differences; the iterative
+test-time pruning schedule."""
+import torch
+
+from headlib.batching import Encoded, collate
+from headlib.importance import gradient_importance, michel_schedule, prune_by_scores
+from headlib.model import Transformer
+from headlib.train import token_loss
+
+from conftest import tiny_model_config
+
+
+def setup():
+    torch.manual_seed(0)
+    model = Transformer(tiny_model_config(n_heads=4), 30).eval()
+    g = torch.Generator().manual_seed(1)
+    pairs = Encoded([torch.randint(4, 30, (n,), generator=g).tolist() for n in (5, 7, 6)],
+                    [torch.randint(4, 30, (n,), generator=g).tolist() for n in (6, 4, 5)])
+    return model, pairs
+
+
+def test_importance_is_the_absolute_loss_derivative_by_finite_differences():
+    model, pairs = setup()
+    scores = gradient_importance(model, pairs, ("enc-self", "dec-enc"), normalize=False)
+    src, tgt_in, tgt_out = collate(pairs, list(range(len(pairs))))
+
+    def loss(kind, i, j, delta):
+        xi = {k: torch.ones(2, 4) for k in ("enc-self", "dec-enc")}
+        xi[kind][i, j] += delta
+        with torch.no_grad():
+            total, n = token_loss(model, src, tgt_in, tgt_out, 0.1, gates=xi)
+        return float(total / n)
+
+    for kind, i, j in (("enc-self", 0, 1), ("enc-self", 1, 3), ("dec-enc", 1, 0)):
+        fd = abs(loss(kind, i, j, 1e-2) - loss(kind, i, j, -1e-2)) / 2e-2
+        assert abs(float(scores[kind][i, j]) - fd) <= 2e-3 + 2e-2 * fd, (kind, i, j, scores[kind][i, j], fd)
+    normalized = gradient_importance(model, pairs, ("enc-self",))["enc-self"]
+    torch.testing.assert_close(normalized.norm(dim=1), torch.ones(2))
+
+
+def test_masked_heads_have_zero_importance_and_the_schedule_prunes_the_least_important_first():
+    model, pairs = setup()
+    model.set_head_mask("enc-self", torch.tensor([[1.0, 1, 0, 1], [1, 1, 1, 1]]))
+    before = model.head_mask("enc-self").clone()
+    scores = gradient_importance(model, pairs)["enc-self"]
+    assert scores[0, 2] == 0 and (scores[before.bool()] > 0).all()
+    schedule = michel_schedule(model, pairs, step=0.25)                # 2 of 8 heads a step
+    assert [int(m["enc-self"].sum()) for m in schedule] == [7, 5, 3, 1, 0]
+    assert torch.equal(schedule[1]["enc-self"], prune_by_scores(schedule[0], {"enc-self": scores}, 2)["enc-self"])
+    removed = (schedule[0]["enc-self"] - schedule[1]["enc-self"]).bool()
+    assert scores[removed].max() <= scores[schedule[1]["enc-self"].bool()].min()
+    assert all((later["enc-self"] <= earlier["enc-self"]).all() for earlier, later in zip(schedule, schedule[1:]))
+    assert torch.equal(model.head_mask("enc-self"), before)             # the model's masks are restored
