@@ -68,3 +68,36 @@ def michel_schedule(model, pairs: Encoded, kinds=("enc-self",), step: float = 0.
     finally:
         _set_masks(model, original)
     return schedule
+
+
+def keep_top(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """0/1 mask (layers, heads) keeping the `k` heads with the highest scores over all layers
+    (ties: the earlier head)."""
+    flat = scores.flatten()
+    order = sorted(range(flat.numel()), key=lambda i: (-float(flat[i]), i))
+    mask = torch.zeros(flat.numel())
+    mask[order[:k]] = 1.0
+    return mask.view_as(scores)
+
+
+def random_mask(shape: tuple[int, int], k: int, seed: int) -> torch.Tensor:
+    """0/1 mask with `k` heads chosen uniformly at random (Budhraja et al. 2020)."""
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.zeros(shape[0] * shape[1])
+    mask[torch.randperm(mask.numel(), generator=g)[:k]] = 1.0
+    return mask.view(shape)
+
+
+def bleu_without_retraining(model, bpe, corpus, masks: list[tuple[str, torch.Tensor]], kind: str = "enc-self") -> list[dict]:
+    """Greedy BLEU of `model` with each (method, mask) installed for `kind`, with no retraining;
+    the model's own mask is restored afterwards."""
+    from .train import evaluate_bleu
+    original = model.head_mask(kind).clone()
+    rows = []
+    try:
+        for method, mask in masks:
+            _set_masks(model, {kind: mask})
+            rows.append({"method": method, "heads": int(mask.sum()), "BLEU": evaluate_bleu(model, bpe, corpus)["bleu"]})
+    finally:
+        _set_masks(model, {kind: original})
+    return rows

@@ -51,3 +51,14 @@ def test_masked_heads_have_zero_importance_and_the_schedule_prunes_the_least_imp
     assert scores[removed].max() <= scores[schedule[1]["enc-self"].bool()].min()
     assert all((later["enc-self"] <= earlier["enc-self"]).all() for earlier, later in zip(schedule, schedule[1:]))
     assert torch.equal(model.head_mask("enc-self"), before)             # the model's masks are restored
+
+
+def test_keep_top_and_random_masks():
+    from headlib.importance import keep_top, random_mask
+    scores = torch.tensor([[0.1, 0.9, 0.5], [0.9, 0.2, 0.0]])
+    assert keep_top(scores, 3).tolist() == [[0, 1, 1], [1, 0, 0]]        # tie 0.9/0.9: both kept
+    assert keep_top(scores, 1).tolist() == [[0, 1, 0], [0, 0, 0]]        # tie: the earlier head
+    assert keep_top(scores, 0).sum() == 0 and keep_top(scores, 6).sum() == 6
+    a, b = random_mask((6, 8), 10, seed=1), random_mask((6, 8), 10, seed=2)
+    assert a.sum() == b.sum() == 10 and not torch.equal(a, b)
+    assert torch.equal(a, random_mask((6, 8), 10, seed=1))
