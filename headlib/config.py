@@ -30,6 +30,7 @@ class ModelConfig:
     activation: str = "relu"      # "relu" (paper) or "swish" (Marian / opus-mt)
     tied_embeddings: bool = True  # joint BPE -> one embedding for source, target and output
     max_positions: int = 1024
+    positions: str = "interleaved"  # sinusoid layout: "interleaved" (Vaswani et al.) or "halves" (Marian)
     # Heads fixed to 0 for the whole run, e.g. "enc-self:11000000/.../00000001,dec-enc:..."
     # (one 0/1 string per layer); the "from scratch" baseline of Sec. 6 / Table 2. Empty = all on.
     head_mask: str = ""
@@ -68,6 +69,10 @@ class TrainConfig:
     tune_len_alpha: tuple[float, ...] = (0.6, 1.0, 1.4)  # alphas tried on dev after training
 
 
+# Fields added after runs were committed, left out of the run hash at these values.
+UNHASHED_DEFAULTS = {"model.head_mask": "", "model.positions": "interleaved"}
+
+
 @dataclass(frozen=True)
 class Config:
     profile: str = "cpu"
@@ -80,12 +85,14 @@ class Config:
 
     def digest(self, extra: str = "") -> str:
         """Short hash of the config (and `extra`, e.g. the headlib version) for cache keys.
-        `train.threads` is left out: it changes speed, not results; so is an empty
-        `model.head_mask`, so that runs made before the field existed keep their hash."""
+        `train.threads` is left out: it changes speed, not results; so are fields added later
+        while at their default (`UNHASHED_DEFAULTS`), so that earlier runs keep their hash."""
         d = self.to_dict()
         d["train"].pop("threads")
-        if not d["model"]["head_mask"]:
-            d["model"].pop("head_mask")
+        for key, default in UNHASHED_DEFAULTS.items():
+            section, name = key.split(".")
+            if d[section][name] == default:
+                d[section].pop(name)
         blob = json.dumps(d, sort_keys=True) + extra
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -179,6 +186,8 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"model.d_model ({m.d_model}) must be divisible by model.n_heads ({m.n_heads})")
     if m.norm not in ("pre", "post"):
         raise ValueError(f"model.norm must be 'pre' or 'post', got {m.norm!r}")
+    if m.positions not in ("interleaved", "halves"):
+        raise ValueError(f"model.positions must be 'interleaved' or 'halves', got {m.positions!r}")
     if m.activation not in ("relu", "swish"):
         raise ValueError(f"model.activation must be 'relu' or 'swish', got {m.activation!r}")
     if m.head_mask:

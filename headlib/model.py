@@ -208,12 +208,15 @@ class DecoderLayer(nn.Module):
         return y, w_self, w_cross
 
 
-def sinusoid_table(n_pos: int, d_model: int) -> torch.Tensor:
-    """(n_pos, d_model) sinusoidal position encodings (Vaswani et al. 2017, Sec. 3.5)."""
+def sinusoid_table(n_pos: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
+    """(n_pos, d_model) sinusoidal position encodings (Vaswani et al. 2017, Sec. 3.5): sin and cos
+    interleaved, or (Marian) all sines then all cosines."""
     pos = torch.arange(n_pos, dtype=torch.float32)[:, None]
     i = torch.arange(0, d_model, 2, dtype=torch.float32)
     angle = pos / torch.pow(10000.0, i / d_model)
     table = torch.zeros(n_pos, d_model)
+    if layout == "halves":
+        return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
     table[:, 0::2], table[:, 1::2] = torch.sin(angle), torch.cos(angle)
     return table
 
@@ -225,7 +228,8 @@ class Transformer(nn.Module):
         self.embed = nn.Embedding(vocab_size, cfg.d_model, padding_idx=PAD_ID)
         self.tgt_embed = self.embed if cfg.tied_embeddings else nn.Embedding(vocab_size, cfg.d_model, padding_idx=PAD_ID)
         self.out_bias = nn.Parameter(torch.zeros(vocab_size))  # final logits bias (Marian has one)
-        self.register_buffer("positions", sinusoid_table(cfg.max_positions, cfg.d_model), persistent=False)
+        self.register_buffer("positions", sinusoid_table(cfg.max_positions, cfg.d_model, cfg.positions),
+                             persistent=False)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.enc_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.dec_layers))
         pre = cfg.norm == "pre"
@@ -277,7 +281,7 @@ class Transformer(nn.Module):
         if offset + T <= self.positions.size(0):
             pos = self.positions[offset:offset + T]
         else:  # beyond the table: compute on the fly
-            pos = sinusoid_table(offset + T, self.cfg.d_model)[offset:].to(tokens.device)
+            pos = sinusoid_table(offset + T, self.cfg.d_model, self.cfg.positions)[offset:].to(tokens.device)
         x = table(tokens) * math.sqrt(self.cfg.d_model) + pos
         return dropout(x, self.cfg.dropout, self.training)
 

@@ -1,0 +1,67 @@
+"""Pretrained import: a randomly initialised MarianMTModel (no download) and its headlib copy
+give the same logits, token for token, and the same greedy translation."""
+import pytest
+import torch
+
+from headlib.decode import greedy
+from headlib.hub import MarianIds, from_marian
+
+transformers = pytest.importorskip("transformers")
+
+
+def marian():
+    config = transformers.MarianConfig(
+        vocab_size=60, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+        pad_token_id=59, eos_token_id=0, decoder_start_token_id=59, activation_function="swish",
+        scale_embedding=True, share_encoder_decoder_embeddings=True)
+    torch.manual_seed(0)
+    model = transformers.MarianMTModel(config).eval()
+    with torch.no_grad():   # non-zero biases everywhere, so that every mapped tensor matters
+        model.final_logits_bias.uniform_(-1, 1)
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or "layer_norm" in name:
+                p.add_(torch.rand_like(p) * 0.2 - 0.1)
+    return model
+
+
+def test_id_map_is_a_bijection_with_pad_twice():
+    ids = MarianIds.build(10, pad=9, eos=0, unk=1)
+    assert ids.to_marian.tolist()[:4] == [9, 9, 0, 1]
+    assert sorted(ids.to_marian.tolist()[1:]) == list(range(10))
+    assert torch.equal(ids.to_marian_ids(ids.from_marian(torch.arange(10)))[1:], torch.arange(10)[1:])
+    with pytest.raises(ValueError, match="must differ"):
+        MarianIds.build(10, pad=1, eos=0, unk=1)
+
+
+def test_imported_model_computes_marian_logits():
+    theirs = marian()
+    ours, ids = from_marian(theirs)
+    src = torch.tensor([[5, 7, 9, 11, 0, 59, 59], [3, 4, 8, 12, 13, 21, 0]])       # Marian ids, EOS 0, PAD 59
+    tgt = torch.tensor([[59, 6, 10, 14, 15], [59, 22, 23, 24, 25]])                # decoder input starts with PAD
+    with torch.no_grad():
+        expected = theirs(input_ids=src, attention_mask=src.ne(59).long(), decoder_input_ids=tgt).logits
+        got = ours(ids.from_marian(src), torch.cat([torch.ones(2, 1, dtype=torch.long),   # headlib BOS
+                                                    ids.from_marian(tgt[:, 1:])], 1))
+    torch.testing.assert_close(got[..., 1:], expected[..., ids.to_marian[1:]], atol=1e-4, rtol=1e-4)
+    greedy_ours = [ids.to_marian_ids(torch.tensor(h)).tolist() for h in greedy(ours, ids.from_marian(src), max_len=6)]
+    with torch.no_grad():
+        out = theirs.generate(input_ids=src, attention_mask=src.ne(59).long(), max_new_tokens=6, num_beams=1,
+                              do_sample=False, bad_words_ids=[[59]], forced_eos_token_id=None)
+    theirs_ids = [[t for t in row.tolist()[1:] if t != 59] for row in out]
+    assert greedy_ours == [row[:row.index(0)] if 0 in row else row for row in theirs_ids]
+
+
+def test_unsupported_marian_variants_are_named():
+    from headlib.hub import marian_config
+    config = transformers.MarianConfig(vocab_size=60, d_model=32, scale_embedding=False, activation_function="gelu")
+    with pytest.raises(ValueError, match="unscaled embeddings.*activation 'gelu'"):
+        marian_config(config)
+
+
+def test_new_position_layout_keeps_old_run_hashes():
+    from headlib.config import get_config
+    assert get_config("cpu").digest() == get_config("cpu", ["model.positions=interleaved"]).digest()
+    assert get_config("cpu").digest() != get_config("cpu", ["model.positions=halves"]).digest()
+    with pytest.raises(ValueError, match="model.positions"):
+        get_config("cpu", ["model.positions=spiral"])
