@@ -28,7 +28,7 @@ class MarianIds:
     from_marian_table: torch.Tensor  # (V,) headlib id of each Marian id (PAD -> headlib PAD)
 
     @classmethod
-    def build(cls, vocab_size: int, pad: int, eos: int, unk: int) -> "MarianIds":
+    def build(cls, vocab_size: int, pad: int, eos: int, unk: int) -> MarianIds:
         if len({pad, eos, unk}) != 3:
             raise ValueError(f"Marian pad, eos and unk ids must differ, got {pad}, {eos}, {unk}")
         rest = [i for i in range(vocab_size) if i not in (pad, eos, unk)]

@@ -122,7 +122,6 @@ def nearest(rows: list[dict], total: int) -> dict:
     return min(rows, key=lambda r: (abs(sum(r["retained"][k] for k in r["kinds"]) - total), r["lam"]))
 
 
-
 # -- reading a sweep ---------------------------------------------------------------------------
 
 def sweep_table(rows: list[dict], full: dict, tuned: dict | None = None) -> pd.DataFrame:
