@@ -2,8 +2,10 @@
 
     python benchmarks/lrp_speed.py --checkpoint artifacts/runs/<run>/final.pt [--sentences 500]
 
-Both run over the same held-out sentences, teacher-forced on the model's own greedy translations
-(decoded once beforehand, not timed), in fp32, in one process. Prints seconds and the ratio.
+All run over the same held-out sentences, teacher-forced on the model's own greedy translations
+(decoded once beforehand, not timed), in fp32, in one process. Prints seconds and the ratios of
+both normalizations (per step, the paper's; per sentence, one backward per batch) and the rank
+correlation of the two head rankings.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import torch  # noqa: E402
 from headlib.batching import source_tensor  # noqa: E402
 from headlib.data import analysis_sentences  # noqa: E402
 from headlib.files import write_json  # noqa: E402
-from headlib.lrp import head_relevance_batch, own_translations  # noqa: E402
+from headlib.lrp import NORMALIZE, head_relevance_batch, own_translations  # noqa: E402
 from headlib.train import load_model, token_loss  # noqa: E402
 
 
@@ -47,21 +49,31 @@ def main(argv=None) -> int:
         loss.backward()
     fwd_bwd = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    steps = 0
-    for src, tgt_in, tgt_out in batches:
-        _, n = head_relevance_batch(model, src, tgt_in, tgt_out)
-        steps += n
-    lrp = time.perf_counter() - t0
+    relevance, seconds = {}, {}
+    for normalize in NORMALIZE:
+        t0 = time.perf_counter()
+        total, steps = 0.0, 0
+        for src, tgt_in, tgt_out in batches:
+            t, n = head_relevance_batch(model, src, tgt_in, tgt_out, normalize=normalize)
+            total, steps = total + t, steps + n
+        seconds[normalize] = time.perf_counter() - t0
+        relevance[normalize] = (total / steps).flatten()
 
+    from scipy.stats import spearmanr
+    rho = float(spearmanr(relevance["step"], relevance["sentence"]).statistic)
     mean_len = steps / len(ids)
     result = {"sentences": len(ids), "target_steps": steps, "mean_target_length": round(mean_len, 1),
-              "forward_backward_seconds": round(fwd_bwd, 2), "lrp_seconds": round(lrp, 2),
-              "ratio": round(lrp / fwd_bwd, 2), "threads": torch.get_num_threads()}
+              "forward_backward_seconds": round(fwd_bwd, 2), "lrp_seconds": round(seconds["step"], 2),
+              "ratio": round(seconds["step"] / fwd_bwd, 2),
+              "lrp_sentence_normalized_seconds": round(seconds["sentence"], 2),
+              "ratio_sentence_normalized": round(seconds["sentence"] / fwd_bwd, 2),
+              "spearman_step_vs_sentence": round(rho, 3), "threads": torch.get_num_threads()}
     print(f"{len(ids)} sentences, {steps} target steps ({mean_len:.1f} per sentence)")
     print(f"teacher-forced forward+backward: {fwd_bwd:.1f} s")
-    print(f"LRP head relevance (one backward per target step): {lrp:.1f} s")
-    print(f"ratio: {lrp / fwd_bwd:.1f}x")
+    print(f"LRP, normalised per step (one backward per target step): {seconds['step']:.1f} s "
+          f"({seconds['step'] / fwd_bwd:.1f}x)")
+    print(f"LRP, normalised per sentence (one backward per batch): {seconds['sentence']:.1f} s "
+          f"({seconds['sentence'] / fwd_bwd:.1f}x); rank correlation with per step {rho:.3f}")
     if args.json:
         write_json(args.json, result)
     return 0

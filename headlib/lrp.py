@@ -143,11 +143,19 @@ def top1_logits(logits: torch.Tensor) -> torch.Tensor:
     return logits.gather(-1, logits.argmax(-1, keepdim=True)).squeeze(-1)
 
 
-def head_relevance_batch(model, src, tgt_in, tgt_out, rule: str = "conservative"):
-    """Summed per-step normalised head relevance (L, H) and the number of steps, for one batch.
+NORMALIZE = ("step", "sentence")
+
+
+def head_relevance_batch(model, src, tgt_in, tgt_out, rule: str = "conservative", normalize: str = "step"):
+    """Summed normalised head relevance (L, H) and the number of steps, for one batch.
 
     src (B, S); tgt_in (B, T) = BOS + output; tgt_out (B, T) = output + EOS (PAD where absent).
+    normalize="step" (the paper: normalise over each layer's heads at every step, one backward pass
+    per step); "sentence" normalises each sentence's relevance summed over its steps (one backward
+    pass per batch, a fast approximation), weighted by its number of steps.
     """
+    if normalize not in NORMALIZE:
+        raise ValueError(f"unknown normalization {normalize!r}; valid: {', '.join(NORMALIZE)}")
     if rule not in RULES:
         raise ValueError(f"unknown LRP rule {rule!r}; valid: {', '.join(RULES)}")
     model.eval()
@@ -156,6 +164,12 @@ def head_relevance_batch(model, src, tgt_in, tgt_out, rule: str = "conservative"
         start = top1_logits(model(src, tgt_in).float())                  # (B, T)
         valid = tgt_out.ne(PAD_ID)                                       # (B, T)
         total = torch.zeros(len(heads), heads[0].size(1), dtype=torch.float64)
+        if normalize == "sentence":
+            grads = torch.autograd.grad(start[valid].sum(), heads)
+            rel = torch.stack([(z * g).sum(dim=(2, 3)) for z, g in zip(heads, grads)], dim=1)  # (B, L, H)
+            rel = rel / rel.abs().sum(-1, keepdim=True).clamp_min(1e-12)
+            n = valid.sum(1)                                                                  # (B,)
+            return (rel.detach().double() * n[:, None, None]).sum(0), int(n.sum())
         steps = 0
         for t in range(start.size(1)):
             rows = valid[:, t]
@@ -180,7 +194,7 @@ def own_translations(model, src: torch.Tensor):
 
 
 def head_relevance(model, bpe, sentences, rule: str = "conservative", batch_size: int = 32,
-                   progress: bool = False) -> tuple[torch.Tensor, int]:
+                   progress: bool = False, normalize: str = "step") -> tuple[torch.Tensor, int]:
     """Encoder head relevance (layers, heads) averaged over all generation steps of `sentences`,
     and the number of steps."""
     ids = bpe.encode_batch(sentences)
@@ -193,6 +207,6 @@ def head_relevance(model, bpe, sentences, rule: str = "conservative", batch_size
     for idx in chunks:
         src = source_tensor([ids[i] for i in idx])
         tgt_in, tgt_out = own_translations(model, src)
-        t, n = head_relevance_batch(model, src, tgt_in, tgt_out, rule)
+        t, n = head_relevance_batch(model, src, tgt_in, tgt_out, rule, normalize)
         total, steps = total + t, steps + n
     return (total / max(steps, 1)).float(), steps

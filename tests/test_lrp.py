@@ -245,3 +245,24 @@ def test_paper_rule_gated_head_gets_zero_relevance_and_differs_from_conservative
     conserv, _ = head_relevance_batch(model, src, tgt_in, tgt_out, rule="conservative")
     assert steps > 0 and paper[1, 3] == 0 and (paper[mask.bool()] != 0).all()
     assert not torch.allclose(paper, conserv, atol=1e-3)       # relevance through q and k matters
+
+
+def test_sentence_normalization_equals_summing_steps_before_normalizing():
+    """The fast variant: one backward per batch gives, per sentence, the relevance summed over its
+    steps (checked against per-step gradients summed by hand), normalised once."""
+    model = tiny_model(seed=4, zero_bias=False)
+    src, tgt_in, tgt_out = batch()
+    fast, n = head_relevance_batch(model, src, tgt_in, tgt_out, normalize="sentence")
+    valid = tgt_out.ne(0)
+    expected = torch.zeros_like(fast)
+    with torch.enable_grad(), conservative(model), capture_heads(model) as heads:
+        start = top1_logits(model(src, tgt_in))
+        for b in range(src.size(0)):
+            per_sentence = 0
+            for t in range(start.size(1)):
+                if valid[b, t]:
+                    g = torch.autograd.grad(start[b, t], heads, retain_graph=True)
+                    per_sentence = per_sentence + torch.stack([(z[b] * gz[b]).sum(dim=(1, 2)) for z, gz in zip(heads, g)])
+            expected += (per_sentence / per_sentence.abs().sum(-1, keepdim=True)).double() * int(valid[b].sum())
+    assert n == int(valid.sum())
+    torch.testing.assert_close(fast, expected, rtol=1e-4, atol=1e-6)
