@@ -60,7 +60,8 @@ class Notebook:
     caption: str                   # its part of the table of contents
     after: tuple[str, ...] = ()    # notebooks (same pair and seed) whose outputs it reads
     trains: bool = False           # reads the trained run of (profile, pair, seed)
-    reads: tuple[str, ...] = ()    # result tables it reads (globs under results_dir), in its key
+    reads: tuple[str, ...] = ()    # result tables it reads, in its key: globs under results/<profile>/
+                                   # with {pair} and {seed} filled in (other pairs' tables too)
 
 
 # In dependency order of the paper's sections; `after` makes the order explicit.
@@ -71,8 +72,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("06_pruning_encoder", "Sec. 6.2 — Pruning the encoder", after=("05_head_functions",), trains=True),
     Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True),
     Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True),
-    Notebook("09_claims", "Claims", after=("05_head_functions",), reads=(
-        "head_importance.csv", "positional_heads.csv", "syntactic_best.csv", "rare_word_rates.csv", "pruning_*.csv")),
+    Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
+        f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv",
+                                              "rare_word_rates.csv", "pruning_*.csv"))),
 )
 
 # Hand-written pages: the root, and parts after the notebooks' parts.
@@ -210,10 +212,10 @@ def upstream(task: Task, out: Path) -> dict:
         artifacts[rel] = file_digest(results) if results.is_file() else "missing"
     if task.nb.reads:
         from .results import results_dir
-        tables = results_dir(task.profile, task.pair, task.seed)
+        root = results_dir(task.profile, task.pair, task.seed).parent.parent    # results/<profile>/
         for pattern in task.nb.reads:
-            for path in sorted(tables.glob(pattern)):
-                artifacts[f"results/{path.name}"] = file_digest(path)
+            for path in sorted(root.glob(pattern.format(pair=task.pair, seed=task.seed))):
+                artifacts[f"results/{path.relative_to(root).as_posix()}"] = file_digest(path)
     return {"notebooks": deps, "artifacts": artifacts}
 
 
