@@ -182,7 +182,7 @@ def test_select_keeps_the_book_order_and_names_unknown_notebooks():
 def test_tables_a_notebook_reads_enter_its_key_for_every_pair(tmp_path):
     from headlib.results import results_dir
     claims = book.select(["09_claims"])[0]
-    task = book.Task(claims, "smoke", "en-de", 1)
+    task = book.Task(book.Notebook(claims.name, claims.caption, reads=claims.reads), "smoke", "en-de", 1)
     other = results_dir("smoke", "en-fr", 1) / "head_importance.csv"
     other.write_text("layer,head,relevance,confidence,rank_in_layer\n1,1,0.5,0.5,1\n")
     before = book.upstream(task, tmp_path)["artifacts"]
