@@ -107,10 +107,10 @@ def c7_pruned_beats_scratch(out):
 
 
 def c8_pruning_order(out):
-    from .sweep import pruning_order
+    from .sweep import encoder_first_cross_last, pruning_order
     table = _csv(out, "pruning_all_attention.csv")
     order = pruning_order(table)
-    holds = order[0][0] == "enc-self" and order[-1][0] == "dec-enc"
+    holds = encoder_first_cross_last(order)
     return "half of the heads gone first in " + " < ".join(f"{k} (lambda {lam:g})" for k, lam in order), HOLDS if holds else FAILS
 
 

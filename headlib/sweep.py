@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -164,6 +165,14 @@ def pruning_order(table: pd.DataFrame) -> list[tuple[str, float]]:
         below = table.loc[col <= col.iloc[0] / 2, "lambda"]
         return float(below.min()) if len(below) else float("inf")
     return sorted(((k, half_life(k)) for k in kinds), key=lambda t: (t[1], kinds.index(t[0])))
+
+
+def encoder_first_cross_last(order: list[tuple[str, float]]) -> bool:
+    """The paper's Fig. 9 claim on a `pruning_order`: enc-self loses half its heads at a finite
+    lambda, before dec-enc, with dec-self in between (ties allowed)."""
+    lam = dict(order)
+    return (math.isfinite(lam["enc-self"]) and lam["enc-self"] < lam["dec-enc"]
+            and lam["enc-self"] <= lam["dec-self"] <= lam["dec-enc"])
 
 
 def enrichment(rows: list[dict], heads: pd.DataFrame, kind: str = "enc-self") -> pd.DataFrame:

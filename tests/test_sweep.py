@@ -107,3 +107,12 @@ def test_enrichment_finds_retained_heads_that_are_the_specialized_and_relevant_o
     assert row["Fisher p"] < 1e-3 and row["Mann-Whitney p"] < 1e-3
     flipped = enrichment([_row(0.1, [[1 - v for v in r] for r in kept])], heads).iloc[0]
     assert flipped["Fisher p"] > 0.99 and flipped["Mann-Whitney p"] > 0.99
+
+
+def test_encoder_first_cross_last_needs_a_real_order():
+    from headlib.sweep import encoder_first_cross_last
+    inf = float("inf")
+    assert encoder_first_cross_last([("enc-self", 0.01), ("dec-self", 0.1), ("dec-enc", inf)])
+    assert not encoder_first_cross_last([("enc-self", inf), ("dec-self", inf), ("dec-enc", inf)])   # nothing pruned
+    assert not encoder_first_cross_last([("dec-self", 0.01), ("enc-self", 0.1), ("dec-enc", 1.0)])
+    assert not encoder_first_cross_last([("enc-self", 0.1), ("dec-enc", 0.1), ("dec-self", 0.1)])   # a tie is not first
