@@ -35,6 +35,10 @@ class ModelConfig:
     # (one 0/1 string per layer); the "from scratch" baseline of Sec. 6 / Table 2. Empty = all on.
     head_mask: str = ""
 
+    def layer_counts(self) -> dict[str, int]:
+        """Layers of each attention kind."""
+        return {"enc-self": self.enc_layers, "dec-self": self.dec_layers, "dec-enc": self.dec_layers}
+
 
 @dataclass(frozen=True)
 class DataConfig:
@@ -192,8 +196,7 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"model.activation must be 'relu' or 'swish', got {m.activation!r}")
     if m.head_mask:
         from .model import parse_mask_spec  # local import: model imports config
-        parse_mask_spec(m.head_mask, {"enc-self": m.enc_layers, "dec-self": m.dec_layers,
-                                      "dec-enc": m.dec_layers}, m.n_heads)
+        parse_mask_spec(m.head_mask, m.layer_counts(), m.n_heads)
     from .data import PAIRS  # local import: data imports config
     if cfg.data.pair not in PAIRS:
         raise ValueError(f"data.pair must be one of {', '.join(PAIRS)}, got {cfg.data.pair!r}")

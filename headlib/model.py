@@ -247,7 +247,7 @@ class Transformer(nn.Module):
         return "head_mask_" + kind.replace("-", "_")
 
     def layer_counts(self) -> dict[str, int]:
-        return {"enc-self": self.cfg.enc_layers, "dec-self": self.cfg.dec_layers, "dec-enc": self.cfg.dec_layers}
+        return self.cfg.layer_counts()
 
     def head_mask(self, kind: str) -> torch.Tensor:
         """The fixed 0/1 mask of `kind`, (layers, heads)."""

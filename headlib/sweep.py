@@ -99,7 +99,7 @@ def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int,
     path = out / f"scratch-{cfg.digest()}.json"
     if (row := _read(path)) is None:
         results = train(cfg, progress)
-        layers = {"enc-self": cfg.model.enc_layers, "dec-self": cfg.model.dec_layers, "dec-enc": cfg.model.dec_layers}
+        layers = cfg.model.layer_counts()
         masks = parse_mask_spec(spec, layers, cfg.model.n_heads)
         test = main_test_set(pair)
         row = {"mask": spec, "retained": {k: int(masks[k].sum()) if k in masks else n * cfg.model.n_heads
