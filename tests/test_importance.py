@@ -62,3 +62,21 @@ def test_keep_top_and_random_masks():
     a, b = random_mask((6, 8), 10, seed=1), random_mask((6, 8), 10, seed=2)
     assert a.sum() == b.sum() == 10 and not torch.equal(a, b)
     assert torch.equal(a, random_mask((6, 8), 10, seed=1))
+
+
+def test_bleu_without_retraining_scores_each_mask_and_restores_the_model(smoke_run):
+    from headlib.data import load_split
+    from headlib.importance import bleu_without_retraining
+    from headlib.train import evaluate_bleu, load_model
+    _, out = smoke_run
+    model, bpe, _ = load_model(out / "final.pt")
+    corpus = load_split("en-de", "dev").head(20)
+    before = model.head_mask("enc-self").clone()
+    closed = torch.zeros_like(before)
+    rows = bleu_without_retraining(model, bpe, corpus, [("all", torch.ones_like(before)), ("none", closed)])
+    assert [(r["method"], r["heads"]) for r in rows] == [("all", 8), ("none", 0)]
+    assert torch.equal(model.head_mask("enc-self"), before)
+    assert rows[0]["BLEU"] == evaluate_bleu(model, bpe, corpus)["bleu"]
+    model.set_head_mask("enc-self", closed)
+    assert rows[1]["BLEU"] == evaluate_bleu(model, bpe, corpus)["bleu"]
+    model.set_head_mask("enc-self", before)
