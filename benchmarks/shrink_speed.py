@@ -10,6 +10,7 @@ counterpart.
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import time
 from pathlib import Path
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
     layers = model.layer_counts()
     results, base = [], None
     for name, row in configs:
-        masked = trained_model(args.profile, args.pair)[0]
+        masked = copy.deepcopy(model)
         if row is not None:
             for kind, m in parse_mask_spec(row["mask"], layers, model.cfg.n_heads).items():
                 masked.set_head_mask(kind, m)

@@ -326,8 +326,9 @@ def select(names: Iterable[str]) -> tuple[Notebook, ...]:
 def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable[int] = (1,),
         out: str | Path | None = None, force: bool = False, progress: bool = True, log_output: bool = False,
         notebooks: Sequence[Notebook] = NOTEBOOKS, src_dir: Path = NOTEBOOK_DIR,
-        log: Callable[[str], None] | None = None) -> list[TaskResult]:
-    """Execute every (notebook, pair, seed) whose key changed, in dependency order; write the toc."""
+        log: Callable[[str], None] | None = None, toc: Sequence[Notebook] | None = None) -> list[TaskResult]:
+    """Execute every (notebook, pair, seed) whose key changed, in dependency order; write the toc
+    over `toc` (default: `notebooks`; a run of a subset passes the whole book)."""
     from .config import get_config
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out = Path(out) if out else default_out(profile)
@@ -367,7 +368,7 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
             log(f"[book {_clock(time.time() - t0)}] {i}/{len(tasks)} {task.label}: done in {_clock(seconds)}")
             results.append(TaskResult(task, "executed", seconds, output))
     finally:
-        write_toc(out, profile, notebooks)
+        write_toc(out, profile, notebooks if toc is None else toc)
     ran = sum(r.status == "executed" for r in results)
     log(f"[book {_clock(time.time() - t0)}] {ran} executed, {len(results) - ran} skipped; toc: {_rel(out / '_toc.yml')}")
     return results
@@ -558,8 +559,8 @@ def main(argv=None) -> int:
         if args.command == "run":
             chosen = select(args.notebooks.split(",")) if args.notebooks else NOTEBOOKS
             run(args.profile, [p for p in args.pairs.split(",") if p], [int(s) for s in args.seeds.split(",") if s],
-                out, force=args.force, progress=not args.no_progress, log_output=args.log_output, notebooks=chosen)
-            write_toc(out, args.profile)   # the whole book, not only the notebooks run now
+                out, force=args.force, progress=not args.no_progress, log_output=args.log_output, notebooks=chosen,
+                toc=NOTEBOOKS)
             problems = check(out)
             for p in problems:
                 print(f"warning: {p}", file=sys.stderr)

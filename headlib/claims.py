@@ -96,9 +96,9 @@ def c6_few_heads_suffice(out):
 
 def c7_pruned_beats_scratch(out):
     diffs = []
-    for name, col in (("pruning_encoder_scratch.csv", "pruned - scratch"), ("pruning_all_attention.csv", "pruned - scratch")):
+    for name in ("pruning_encoder_scratch.csv", "pruning_all_attention.csv"):
         if (out / name).is_file():
-            diffs += _csv(out, name)[col].dropna().tolist()
+            diffs += _csv(out, name)["pruned - scratch"].dropna().tolist()
     if not diffs:
         raise FileNotFoundError(out / "pruning_encoder_scratch.csv")
     wins = sum(d > 0 for d in diffs)

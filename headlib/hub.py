@@ -48,7 +48,7 @@ class MarianIds:
 def marian_config(config) -> ModelConfig:
     """The headlib `ModelConfig` of a `MarianConfig`; unsupported variants are errors."""
     problems = []
-    if config.normalize_before if hasattr(config, "normalize_before") else False:
+    if getattr(config, "normalize_before", False):
         problems.append("pre-LN (normalize_before)")
     if not config.scale_embedding:
         problems.append("unscaled embeddings (scale_embedding=False)")

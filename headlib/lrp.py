@@ -146,6 +146,13 @@ def top1_logits(logits: torch.Tensor) -> torch.Tensor:
 NORMALIZE = ("step", "sentence")
 
 
+def _layer_normalized(heads, grads) -> torch.Tensor:
+    """(B, L, H) relevance of each head (summed over source positions and its dh dims),
+    divided by the sum of |relevance| over the heads of its layer."""
+    rel = torch.stack([(z * g).sum(dim=(2, 3)) for z, g in zip(heads, grads)], dim=1)
+    return rel / rel.abs().sum(-1, keepdim=True).clamp_min(1e-12)
+
+
 def head_relevance_batch(model, src, tgt_in, tgt_out, rule: str = "conservative", normalize: str = "step"):
     """Summed normalised head relevance (L, H) and the number of steps, for one batch.
 
@@ -165,9 +172,7 @@ def head_relevance_batch(model, src, tgt_in, tgt_out, rule: str = "conservative"
         valid = tgt_out.ne(PAD_ID)                                       # (B, T)
         total = torch.zeros(len(heads), heads[0].size(1), dtype=torch.float64)
         if normalize == "sentence":
-            grads = torch.autograd.grad(start[valid].sum(), heads)
-            rel = torch.stack([(z * g).sum(dim=(2, 3)) for z, g in zip(heads, grads)], dim=1)  # (B, L, H)
-            rel = rel / rel.abs().sum(-1, keepdim=True).clamp_min(1e-12)
+            rel = _layer_normalized(heads, torch.autograd.grad(start[valid].sum(), heads))     # (B, L, H)
             n = valid.sum(1)                                                                  # (B,)
             return (rel.detach().double() * n[:, None, None]).sum(0), int(n.sum())
         steps = 0
@@ -176,9 +181,7 @@ def head_relevance_batch(model, src, tgt_in, tgt_out, rule: str = "conservative"
             if not rows.any():
                 continue
             grads = torch.autograd.grad(start[rows, t].sum(), heads, retain_graph=True)
-            # relevance of each head: sum over source positions and its dh dims    (B, L, H)
-            rel = torch.stack([(z * g).sum(dim=(2, 3)) for z, g in zip(heads, grads)], dim=1)[rows]
-            rel = rel / rel.abs().sum(-1, keepdim=True).clamp_min(1e-12)
+            rel = _layer_normalized(heads, grads)[rows]                                        # (b, L, H)
             total += rel.detach().double().sum(0)
             steps += int(rows.sum())
     return total, steps

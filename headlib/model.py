@@ -30,6 +30,7 @@ from .bpe import PAD_ID
 from .config import ModelConfig
 
 KINDS = ("enc-self", "dec-self", "dec-enc")
+NEG_INF = float("-inf")
 
 
 def mask_spec(masks: dict[str, torch.Tensor]) -> str:
@@ -52,7 +53,6 @@ def parse_mask_spec(spec: str, layers: dict[str, int], n_heads: int) -> dict[str
                              f"0/1 digits separated by '/', got {part!r}")
         masks[kind] = torch.tensor([[float(c) for c in r] for r in rows])
     return masks
-NEG_INF = float("-inf")
 
 
 def dropout(x, p: float, training: bool):
@@ -214,9 +214,9 @@ def sinusoid_table(n_pos: int, d_model: int, layout: str = "interleaved") -> tor
     pos = torch.arange(n_pos, dtype=torch.float32)[:, None]
     i = torch.arange(0, d_model, 2, dtype=torch.float32)
     angle = pos / torch.pow(10000.0, i / d_model)
-    table = torch.zeros(n_pos, d_model)
     if layout == "halves":
         return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
+    table = torch.zeros(n_pos, d_model)
     table[:, 0::2], table[:, 1::2] = torch.sin(angle), torch.cos(angle)
     return table
 
