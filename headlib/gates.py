@@ -59,6 +59,10 @@ class HardConcreteGates(nn.Module):
         """Expected number of open heads, sum_h P(g_h != 0) over all gated kinds (paper scaling)."""
         return sum(self.prob_nonzero(a).sum() for a in self.log_alpha.values())
 
+    def scores(self) -> dict[str, torch.Tensor]:
+        """log_alpha per kind, the gates' learned openness."""
+        return {k.replace("_", "-"): a.detach().cpu().clone() for k, a in self.log_alpha.items()}
+
     @torch.no_grad()
     def hard_masks(self) -> dict[str, torch.Tensor]:
         """0/1 masks: open where P(g = 1) > P(g = 0) (paper footnote); converged gates agree

@@ -126,9 +126,7 @@ def paper_rule(model: nn.Module):
 @contextmanager
 def capture_heads(model, kind: str = "enc-self"):
     """Collect the gated head outputs (B, H, T, dh) of every layer of `kind`, in layer order."""
-    layers = {"enc-self": [l.self_attn for l in model.encoder],
-              "dec-self": [l.self_attn for l in model.decoder],
-              "dec-enc": [l.cross_attn for l in model.decoder]}[kind]
+    layers = model.attention_layers(kind)
     captured: list[torch.Tensor] = []
     handles = [a.hook_heads.register_forward_hook(lambda m, i, o: captured.append(o)) for a in layers]
     try:
@@ -213,3 +211,30 @@ def head_relevance(model, bpe, sentences, rule: str = "conservative", batch_size
         t, n = head_relevance_batch(model, src, tgt_in, tgt_out, rule, normalize)
         total, steps = total + t, steps + n
     return (total / max(steps, 1)).float(), steps
+
+
+@contextmanager
+def capture_source_input(model):
+    """Make the encoder's input (B, S, D) (scaled embeddings + positions) a leaf that requires
+    grad, and collect it."""
+    captured: list[torch.Tensor] = []
+
+    def hook(module, args):
+        x = args[0].detach().requires_grad_(True)
+        captured.append(x)
+        return (x, *args[1:])
+    handle = model.encoder[0].register_forward_pre_hook(hook)
+    try:
+        yield captured
+    finally:
+        handle.remove()
+
+
+def source_relevance_batch(model, src, tgt_in, tgt_out) -> torch.Tensor:
+    """(B, S) conservative-rule relevance of each source position's input vector for the sum of
+    the top-1 logits over all steps of the translation (teacher forced on `tgt_in`)."""
+    model.eval()
+    with torch.enable_grad(), conservative(model), capture_source_input(model) as xs:
+        start = top1_logits(model(src, tgt_in).float())                  # (B, T)
+        (grad,) = torch.autograd.grad(start[tgt_out.ne(PAD_ID)].sum(), xs[0])
+        return (xs[0] * grad).sum(-1).detach()

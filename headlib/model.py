@@ -63,11 +63,13 @@ def dropout(x, p: float, training: bool):
     return x * (torch.rand(x.shape, device=x.device) >= p).to(x.dtype) * (1.0 / (1.0 - p))
 
 
-def attention(q, k, v, bias, dropout_p: float = 0.0, training: bool = False, detach_weights: bool = False):
+def attention(q, k, v, bias, dropout_p: float = 0.0, training: bool = False, detach_weights: bool = False,
+              edit=None):
     """softmax(q k^T / sqrt(d) + bias) v.
 
     `detach_weights` holds the softmax weights constant for the backward pass (conservative
-    LRP, Ali et al. 2022): the output is then linear in v.
+    LRP, Ali et al. 2022): the output is then linear in v. `edit`, if given, maps the weights
+    to the weights used (inference-time interventions; see `headlib.interventions`).
     q: (B, H, Tq, dh); k, v: (B, H, Tk, dh); bias: additive mask broadcastable to (B, H, Tq, Tk).
     Returns the output (B, H, Tq, dh) and the weights (B, H, Tq, Tk).
     """
@@ -75,6 +77,8 @@ def attention(q, k, v, bias, dropout_p: float = 0.0, training: bool = False, det
     if bias is not None:
         scores = scores + bias
     weights = scores.softmax(dim=-1)
+    if edit is not None:
+        weights = edit(weights)
     if detach_weights:
         weights = weights.detach()
     weights_used = dropout(weights, dropout_p, training)
@@ -90,6 +94,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, attn_dropout: float = 0.0):
         super().__init__()
         self.hook_heads = HookPoint()         # (B, H, Tq, dh): gated head outputs before W^O
+        self.hook_weights = HookPoint()       # (B, H, Tq, Tk): attention weights after softmax
         self.detach_weights = False           # conservative LRP: softmax weights held constant
         self.n_heads, self.d_head = n_heads, d_model // n_heads
         self.q_proj = nn.Linear(d_model, d_model)
@@ -135,7 +140,7 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache["k"], cache["v"] = k, v
         heads, weights = attention(q, k, v, bias, self.attn_dropout, self.training,
-                                   self.detach_weights)  # (B, H, Tq, dh)
+                                   self.detach_weights, self.hook_weights)  # (B, H, Tq, dh)
         if gate is not None:
             heads = heads * gate.to(heads.dtype).view(1, -1, 1, 1)
         heads = self.hook_heads(heads)
@@ -353,6 +358,14 @@ class Transformer(nn.Module):
             for part in layer.values():
                 for key in part:
                     part[key] = part[key].index_select(0, index)
+
+    def attention_layers(self, kind: str) -> list[MultiHeadAttention]:
+        """The attention modules of one kind, in layer order."""
+        if kind == "enc-self":
+            return [layer.self_attn for layer in self.encoder]
+        if kind in ("dec-self", "dec-enc"):
+            return [layer.self_attn if kind == "dec-self" else layer.cross_attn for layer in self.decoder]
+        raise ValueError(f"unknown attention kind {kind!r}; valid: {', '.join(KINDS)}")
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

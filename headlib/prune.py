@@ -7,6 +7,10 @@ shared with the decoder, so it is frozen too). All-attention pruning (Sec. 6.3) 
 dec-self and dec-enc and trains the whole model. After fine-tuning the gates are fixed to 0/1
 (`HardConcreteGates.hard_masks`) and BLEU is measured with the hard mask, with no further
 fine-tuning.
+
+The follow-up methods use the same loop and budget (`PruneConfig.method`): `dsp` replaces the
+gates by exactly-k subset gates (`headlib.subset`, Li et al. 2021) and `fixed` fine-tunes with a
+given 0/1 mask (random heads, Budhraja et al. 2020, or the top heads of an importance measure).
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ import torch
 
 from .batching import collate, epoch_order, make_batches
 from .gates import HardConcreteGates
+from .model import parse_mask_spec
+from .subset import SubsetGates
 from .train import Prepared, token_loss
 
 
@@ -32,12 +38,17 @@ class PruneConfig:
     seed: int = 1
     bf16: bool = True
     label_smoothing: float = 0.1
+    method: str = "hard-concrete"   # or "dsp" (exactly k heads) or "fixed" (the mask `mask`)
+    k: int = 0                 # dsp: heads kept over the gated kinds
+    tau: tuple[float, float] = (0.1, 1e-3)   # dsp: temperature, annealed log-linearly (DSP: 0.1 -> 1e-8 over 15k steps)
+    mask: str = ""             # fixed: the head mask, as model.head_mask
+    label: str = ""            # fixed: how the mask was chosen (names the sweep point)
 
 
 @dataclass
 class PruneResult:
     masks: dict[str, torch.Tensor]
-    log_alpha: dict[str, torch.Tensor]
+    scores: dict[str, torch.Tensor]    # log_alpha (hard-concrete), logits (dsp); empty for fixed
     history: list[dict] = field(default_factory=list)
     minutes: float = 0.0
 
@@ -52,25 +63,45 @@ def trainable_parameters(model, kinds) -> list[torch.nn.Parameter]:
     return list(model.parameters())
 
 
+def make_gates(cfg: PruneConfig, shapes: dict[str, tuple[int, int]]):
+    if cfg.method == "hard-concrete":
+        return HardConcreteGates(shapes)
+    if cfg.method == "dsp":
+        return SubsetGates(shapes, cfg.k, cfg.tau)
+    if cfg.method == "fixed":
+        return None
+    raise ValueError(f"prune method must be hard-concrete, dsp or fixed, got {cfg.method!r}")
+
+
 def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tuple[torch.nn.Module, PruneResult]:
     """Fine-tune a copy of `model` with gates; returns the pruned copy (hard masks installed)."""
     torch.manual_seed(cfg.seed)
     model = copy.deepcopy(model).train()
     shapes = {k: tuple(model.head_mask(k).shape) for k in cfg.kinds}
     dev = next(model.parameters()).device
-    gates = HardConcreteGates(shapes).to(dev)
+    gates = make_gates(cfg, shapes)
+    if gates is None:
+        fixed = parse_mask_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
+        for k in cfg.kinds:
+            if k not in fixed:
+                raise ValueError(f"prune: the fixed mask must name every pruned kind; {k} missing in {cfg.mask!r}")
+            model.set_head_mask(k, fixed[k].to(dev) * model.head_mask(k))
+    else:
+        gates = gates.to(dev)
     params = trainable_parameters(model, cfg.kinds)
     train_ids = {id(p) for p in params}
     for p in model.parameters():
         p.requires_grad_(id(p) in train_ids)
-    opt = torch.optim.Adam([{"params": params, "lr": cfg.lr},
-                            {"params": gates.parameters(), "lr": cfg.gate_lr}], betas=(0.9, 0.98), eps=1e-9)
+    groups = [{"params": params, "lr": cfg.lr}]
+    if gates is not None:
+        groups.append({"params": gates.parameters(), "lr": cfg.gate_lr})
+    opt = torch.optim.Adam(groups, betas=(0.9, 0.98), eps=1e-9)
     batches = make_batches(data.train, cfg.max_tokens)
     order, epoch, history = [], 0, []
     steps = range(cfg.steps)
     if progress:
         from tqdm.auto import tqdm
-        steps = tqdm(steps, desc=f"prune {'+'.join(cfg.kinds)} lambda={cfg.lam}", leave=False)
+        steps = tqdm(steps, desc=f"prune {'+'.join(cfg.kinds)} {cfg.method} lambda={cfg.lam} k={cfg.k}", leave=False)
     t0 = time.time()
     for step in steps:
         if not order:
@@ -78,21 +109,24 @@ def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tu
             epoch += 1
         src, tgt_in, tgt_out = (t.to(dev) for t in collate(data.train, batches[order.pop()]))
         opt.zero_grad(set_to_none=True)
+        if isinstance(gates, SubsetGates):
+            gates.anneal(step / max(cfg.steps - 1, 1))
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-            loss, ntok = token_loss(model, src, tgt_in, tgt_out, cfg.label_smoothing, gates=gates())
+            loss, ntok = token_loss(model, src, tgt_in, tgt_out, cfg.label_smoothing,
+                                    gates=None if gates is None else gates())
         xent = loss / ntok
-        penalty = gates.penalty()
+        penalty = xent.new_zeros(()) if gates is None else gates.penalty()
         (xent + cfg.lam * penalty).backward()
         opt.step()
         if step % 50 == 0 or step == cfg.steps - 1:
-            history.append({"step": step, "xent": round(xent.item(), 4), "expected_open": round(penalty.item(), 2)})
+            history.append({"step": step, "xent": round(xent.item(), 4),
+                            **({"expected_open": round(penalty.item(), 2)} if cfg.method == "hard-concrete" else {})})
     for p in model.parameters():
         p.requires_grad_(True)
-    masks = gates.hard_masks()
-    for k, m in masks.items():
-        model.set_head_mask(k, m * model.head_mask(k))
+    if gates is not None:
+        for k, m in gates.hard_masks().items():
+            model.set_head_mask(k, m * model.head_mask(k))
     model.eval()
-    masks = {k: m.cpu() for k, m in masks.items()}
-    result = PruneResult(masks, {k.replace("_", "-"): a.detach().cpu().clone() for k, a in gates.log_alpha.items()},
-                         history, round((time.time() - t0) / 60, 2))
+    masks = {k: model.head_mask(k).cpu() for k in cfg.kinds}
+    result = PruneResult(masks, {} if gates is None else gates.scores(), history, round((time.time() - t0) / 60, 2))
     return model, result

@@ -22,6 +22,7 @@ import torch
 from .config import get_config
 from .data import load_split, main_test_set
 from .files import write_json
+from .importance import keep_top, random_mask
 from .model import mask_spec, parse_mask_spec
 from .prune import PruneConfig, prune
 from .train import Prepared, evaluate_bleu, train
@@ -32,7 +33,12 @@ def device_name() -> str:
 
 
 def point_name(cfg: PruneConfig) -> str:
-    return f"{'+'.join(cfg.kinds)}-lam{cfg.lam:g}-s{cfg.steps}.json"
+    kinds = "+".join(cfg.kinds)
+    if cfg.method == "dsp":
+        return f"{kinds}-dsp-k{cfg.k}-s{cfg.steps}.json"
+    if cfg.method == "fixed":
+        return f"{kinds}-{cfg.label}-k{cfg.mask.count('1')}-s{cfg.steps}.json"
+    return f"{kinds}-lam{cfg.lam:g}-s{cfg.steps}.json"
 
 
 def _read(path: Path) -> dict | None:
@@ -67,14 +73,15 @@ def full_point(model, data: Prepared, pair: str, len_alpha: float, beam: int, ou
 
 def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: float, beam: int,
                 out: Path, progress: bool = False) -> dict:
-    """Fine-tune with gates at one lambda, fix the gates to 0/1, score with the hard mask (no
-    fine-tuning after fixing)."""
+    """Fine-tune with gates (at one lambda, or exactly k for DSP) or with a fixed mask, fix the
+    gates to 0/1, score with the hard mask (no fine-tuning after fixing)."""
     path = out / point_name(cfg)
     if (row := _read(path)) is None:
         pruned, result = prune(model, data, cfg, progress)
-        row = {"kinds": list(cfg.kinds), "lam": cfg.lam, **counts(pruned),
-               **evaluate_masked(pruned, data, pair, len_alpha, beam),
-               "log_alpha": {k: a.tolist() for k, a in result.log_alpha.items()},
+        scores = {"hard-concrete": "log_alpha", "dsp": "logits"}.get(cfg.method)
+        row = {"kinds": list(cfg.kinds), "lam": cfg.lam, "method": cfg.method, "label": cfg.label or cfg.method,
+               **counts(pruned), **evaluate_masked(pruned, data, pair, len_alpha, beam),
+               **({scores: {k: a.tolist() for k, a in result.scores.items()}} if scores else {}),
                "prune_minutes": result.minutes, "history": result.history,
                "prune_config": dataclasses.asdict(cfg), "device": device_name()}
         write_json(path, row)
@@ -121,6 +128,22 @@ def points(out: Path, kinds: tuple[str, ...]) -> list[dict]:
 def nearest(rows: list[dict], total: int) -> dict:
     """The point whose total retained heads (over its gated kinds) is closest to `total`."""
     return min(rows, key=lambda r: (abs(sum(r["retained"][k] for k in r["kinds"]) - total), r["lam"]))
+
+
+# measures in importance_measures.csv that choose the heads of a fixed-mask point
+ORDER_COLUMNS = {"confidence": "confidence", "lrp": "LRP", "michel": "gradient (Michel)"}
+
+
+def fixed_masks(measures: pd.DataFrame, k: int, random_seeds=(1, 2, 3), kind: str = "enc-self") -> dict[str, str]:
+    """The fixed-mask points at `k` heads, as head-mask specs by label: k heads chosen uniformly
+    per seed (`random-s<seed>`, Budhraja et al. 2020), and the k top heads of each importance
+    measure over all layers (`measures`: one row per layer/head with the ORDER_COLUMNS)."""
+    grids = {label: torch.tensor(measures.pivot(index="layer", columns="head", values=col).values)
+             for label, col in ORDER_COLUMNS.items()}
+    shape = tuple(next(iter(grids.values())).shape)
+    masks = {f"random-s{s}": random_mask(shape, k, s) for s in random_seeds}
+    masks |= {label: keep_top(grid, k) for label, grid in grids.items()}
+    return {label: mask_spec({kind: m}) for label, m in masks.items()}
 
 
 # -- reading a sweep ---------------------------------------------------------------------------
@@ -210,13 +233,16 @@ def main(argv=None) -> None:
     from .results import results_dir
     from .train import prepare_data, trained_model
     p = argparse.ArgumentParser(prog="python -m headlib.sweep")
-    p.add_argument("what", choices=["prune", "scratch", "pick"])
+    p.add_argument("what", choices=["prune", "dsp", "fixed", "scratch", "pick"])
     p.add_argument("--profile", default="cpu")
     p.add_argument("--pair", default="en-de")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--kinds", default="enc-self", help="comma-separated attention kinds to gate")
     p.add_argument("--lams", default="0.01", help="comma-separated lambdas (prune)")
     p.add_argument("--steps", type=int, default=PruneConfig.steps, help="fine-tuning updates (prune)")
+    p.add_argument("--k", default="12", help="comma-separated head counts (dsp, fixed)")
+    p.add_argument("--labels", default="random-s1,random-s2,random-s3,michel,confidence,lrp",
+                   help="fixed: which masks (random-s<seed> or an importance measure)")
     p.add_argument("--spec", default="", help="fixed head mask (scratch), as model.head_mask")
     p.add_argument("--totals", default="17,10", help="pick: print the masks of the points nearest these head counts")
     p.add_argument("--full", action="store_true", help="also score the unpruned model (full.json)")
@@ -237,10 +263,18 @@ def main(argv=None) -> None:
     beam = base["config"]["train"]["beam"]
     if a.full:
         full_point(model, data, a.pair, base["len_alpha"], beam, out)
-    for lam in map(float, a.lams.split(",")):
-        cfg = PruneConfig(kinds=tuple(a.kinds.split(",")), lam=lam, steps=a.steps, seed=a.seed)
+    kinds, ks = tuple(a.kinds.split(",")), [int(k) for k in a.k.split(",")]
+    if a.what == "dsp":
+        cfgs = [PruneConfig(kinds=kinds, method="dsp", k=k, steps=a.steps, seed=a.seed) for k in ks]
+    elif a.what == "fixed":
+        measures = pd.read_csv(out.parent / "importance_measures.csv")
+        cfgs = [PruneConfig(kinds=kinds, method="fixed", mask=spec, label=label, steps=a.steps, seed=a.seed)
+                for k in ks for label, spec in fixed_masks(measures, k).items() if label in a.labels.split(",")]
+    else:
+        cfgs = [PruneConfig(kinds=kinds, lam=lam, steps=a.steps, seed=a.seed) for lam in map(float, a.lams.split(","))]
+    for cfg in cfgs:
         row = prune_point(model, data, cfg, a.pair, base["len_alpha"], beam, out)
-        print(json.dumps({k: row[k] for k in ("kinds", "lam", "retained", "test_beam", "prune_minutes", "device")}), flush=True)
+        print(json.dumps({k: row.get(k) for k in ("label", "lam", "retained", "test_beam", "prune_minutes", "device")}), flush=True)
 
 
 if __name__ == "__main__":

@@ -38,3 +38,28 @@ def test_larger_lambda_closes_more_heads(smoke):
     _, weak = prune(model, data, PruneConfig(kinds=kinds, lam=0.0, steps=40, gate_lr=0.1, bf16=False))
     _, strong = prune(model, data, PruneConfig(kinds=kinds, lam=5.0, steps=40, gate_lr=0.1, bf16=False))
     assert sum(strong.retained().values()) < sum(weak.retained().values())
+
+
+def test_dsp_keeps_exactly_k_heads_over_all_kinds(smoke):
+    model, data = smoke
+    kinds = ("enc-self", "dec-enc")
+    pruned, result = prune(model, data, PruneConfig(kinds=kinds, method="dsp", k=3, steps=8, bf16=False))
+    assert sum(result.retained().values()) == 3
+    logits = torch.cat([result.scores[k].flatten() for k in kinds])
+    kept = torch.cat([result.masks[k].flatten() for k in kinds]).bool()
+    assert logits[kept].min() >= logits[~kept].max()          # the hard mask is the top-3 logits
+    assert all(torch.equal(pruned.head_mask(k), result.masks[k]) for k in kinds)
+
+
+def test_fixed_mask_is_kept_and_only_the_encoder_trains(smoke):
+    model, data = smoke
+    n_layers, n_heads = model.head_mask("enc-self").shape
+    rows = ["1" + "0" * (n_heads - 1)] * n_layers
+    spec = "enc-self:" + "/".join(rows)
+    before = {k: v.clone() for k, v in model.state_dict().items() if k.startswith("decoder.")}
+    pruned, result = prune(model, data, PruneConfig(method="fixed", mask=spec, label="first", steps=4, bf16=False))
+    assert result.retained() == {"enc-self": n_layers} and result.scores == {}
+    assert torch.equal(pruned.head_mask("enc-self")[:, 0], torch.ones(n_layers))
+    assert all(torch.equal(v, pruned.state_dict()[k]) for k, v in before.items())
+    with pytest.raises(ValueError, match="must name every pruned kind"):
+        prune(model, data, PruneConfig(kinds=("dec-self",), method="fixed", mask=spec, steps=1))

@@ -1,0 +1,54 @@
+"""Attention edits: quantization with enough bits is the identity, thresholds count what they
+zero, constant attention with a sentence's own pattern reproduces the sentence's output."""
+import pytest
+import torch
+
+from headlib.batching import source_tensor
+from headlib.interventions import Counts, average_patterns, constant_attention, edit_attention, log_quantize, threshold
+
+from around_helpers import DigitBPE, reverse_corpus
+
+
+def weights():
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(2, 3, 5, 5, generator=g) * 3).softmax(-1)
+
+
+def test_log_quantization_with_enough_bits_is_the_identity():
+    w = weights()
+    torch.testing.assert_close(log_quantize(24, floor=1e-9)(w, 0), w, atol=1e-6, rtol=0)
+    coarse = log_quantize(2, floor=1e-2)(w, 0)
+    assert len(coarse.unique()) <= 4 and (coarse[w < 1e-2] == 0).all()
+
+
+def test_threshold_zeroes_and_counts_small_values():
+    w, counts = weights(), Counts()
+    out = threshold(0.1, counts)(w, 0)
+    assert torch.equal(out, torch.where(w >= 0.1, w, torch.zeros_like(w)))
+    assert counts.values == w.numel() and counts.zeroed == int((w < 0.1).sum())
+    assert torch.equal(threshold(0.0)(w, 0), w)
+
+
+def test_constant_attention_with_a_sentences_own_pattern_reproduces_it(trained_tiny):
+    model, bpe = trained_tiny, DigitBPE()
+    sentence = reverse_corpus(1).src[0]
+    patterns = average_patterns(model, bpe, [sentence])          # the average of one sentence
+    src = source_tensor(bpe.encode_batch([sentence]))
+    tgt_in = torch.tensor([[1, 5, 6]])
+    with torch.no_grad():
+        before = model(src, tgt_in)
+        every_head = {(l, h) for l in range(2) for h in range(4)}
+        with edit_attention(model, "enc-self", constant_attention(patterns, every_head)):
+            same = model(src, tgt_in)
+        other = reverse_corpus(1, seed=9).src[0]
+        with edit_attention(model, "enc-self", constant_attention(average_patterns(model, bpe, [other]), every_head)):
+            edited = model(src, tgt_in)
+    torch.testing.assert_close(same, before, atol=1e-6, rtol=0)
+    assert len(bpe.encode_batch([other])[0]) != len(bpe.encode_batch([sentence])[0]) or not torch.allclose(edited, before)
+    with torch.no_grad():
+        assert torch.equal(model(src, tgt_in), before)              # hooks removed
+
+
+def test_bad_bits_are_refused():
+    with pytest.raises(ValueError, match="bits must be >= 1"):
+        log_quantize(0)

@@ -1,0 +1,44 @@
+"""Exactly-k subset gates (DSP): the relaxation sums to k and tends to the hard top-k."""
+import pytest
+import torch
+
+from headlib.subset import SubsetGates, soft_top_k
+
+
+@pytest.mark.parametrize("k", [1, 3, 7])
+@pytest.mark.parametrize("tau", [10.0, 1.0, 0.1, 1e-3])
+def test_soft_top_k_sums_to_exactly_k(k, tau):
+    scores = torch.randn(12, generator=torch.Generator().manual_seed(k), dtype=torch.float64) * 3
+    mask = soft_top_k(scores, k, tau)
+    assert mask.sum().item() == pytest.approx(k, abs=1e-9)
+    assert (mask >= 0).all()       # (entries may exceed 1 at high tau: the relaxation is not capped)
+
+
+def test_soft_top_k_at_low_temperature_is_the_hard_top_k():
+    scores = torch.tensor([0.3, 2.0, -1.0, 1.5, 0.9, -0.2], dtype=torch.float64)
+    hard = torch.zeros(6, dtype=torch.float64)
+    hard[scores.topk(3).indices] = 1
+    assert torch.allclose(soft_top_k(scores, 3, 1e-3), hard, atol=1e-9)
+
+
+def test_gates_hard_masks_keep_the_k_largest_logits_and_train_with_exact_budget():
+    gates = SubsetGates({"enc-self": (2, 4), "dec-enc": (1, 4)}, k=5)
+    with torch.no_grad():
+        gates.logits.copy_(torch.arange(12.0).flip(0))             # head i has logit 11 - i
+    masks = gates.hard_masks()
+    assert masks["enc-self"].flatten().tolist() == [1, 1, 1, 1, 1, 0, 0, 0]
+    assert masks["dec-enc"].sum() == 0
+    gates.train()
+    soft = gates()
+    assert sum(m.sum() for m in soft.values()).item() == pytest.approx(5, abs=1e-4)
+    assert gates.penalty().item() == 0
+    gates.eval()
+    assert all(torch.equal(gates()[k], masks[k]) for k in masks)
+
+
+def test_anneal_is_log_linear_and_bad_k_is_named():
+    gates = SubsetGates({"enc-self": (2, 4)}, k=2, tau=(0.1, 1e-3))
+    gates.anneal(0.5)
+    assert gates.tau == pytest.approx(1e-2)
+    with pytest.raises(ValueError, match="prune.k must be in 1..8"):
+        SubsetGates({"enc-self": (2, 4)}, k=9)
