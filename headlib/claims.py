@@ -150,10 +150,10 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
-def claims_table(out: Path) -> pd.DataFrame:
+def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
     """One row per claim for the results dir of one (profile, pair, seed)."""
     rows = []
-    for c in CLAIMS:
+    for c in claims:
         try:
             ours, verdict = c.measure(Path(out))
         except FileNotFoundError as e:

@@ -9,7 +9,7 @@
   (`average_patterns`), so the head no longer looks at its input.
 
 Every edit is a function fn(weights (B, H, Tq, Tk), layer) -> weights, installed for one
-attention kind by `edit_attention`. An edit's counters (`Counts`) say how much it changed.
+or more attention kinds by `edit_attention`. An edit's counters (`Counts`) say how much it changed.
 """
 from __future__ import annotations
 
@@ -35,11 +35,11 @@ class Counts:
 
 
 @contextmanager
-def edit_attention(model, kind: str, fn):
-    """Apply fn(weights, layer) to the attention weights of every layer of `kind`."""
-    layers = model.attention_layers(kind)
+def edit_attention(model, kinds: str | tuple[str, ...], fn):
+    """Apply fn(weights, layer) to the attention weights of every layer of one kind or several."""
+    kinds = (kinds,) if isinstance(kinds, str) else kinds
     handles = [a.hook_weights.register_forward_hook(lambda m, i, out, layer=l: fn(out, layer))
-               for l, a in enumerate(layers)]
+               for kind in kinds for l, a in enumerate(model.attention_layers(kind))]
     try:
         yield
     finally:

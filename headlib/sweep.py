@@ -76,7 +76,11 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
     """Fine-tune with gates (at one lambda, or exactly k for DSP) or with a fixed mask, fix the
     gates to 0/1, score with the hard mask (no fine-tuning after fixing)."""
     path = out / point_name(cfg)
-    if (row := _read(path)) is None:
+    if (row := _read(path)) is not None and cfg.method == "fixed":
+        wanted = parse_mask_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
+        if any(not torch.equal(kind_mask(row, k), m) for k, m in wanted.items()):
+            raise ValueError(f"{path} holds another mask than {cfg.mask!r} under the same label; remove it to recompute")
+    if row is None:
         pruned, result = prune(model, data, cfg, progress)
         scores = {"hard-concrete": "log_alpha", "dsp": "logits"}.get(cfg.method)
         row = {"kinds": list(cfg.kinds), "lam": cfg.lam, "method": cfg.method, "label": cfg.label or cfg.method,
@@ -117,6 +121,11 @@ def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int,
                "run_dir": results["run_dir"], "device": device_name(), "results": results}
         write_json(path, row)
     return row
+
+
+def scratch_rows(out: Path) -> list[dict]:
+    """The finished from-scratch runs of a sweep."""
+    return [json.loads(p.read_text()) for p in sorted(out.glob("scratch-*.json"))]
 
 
 def points(out: Path, kinds: tuple[str, ...]) -> list[dict]:

@@ -23,3 +23,15 @@ def test_source_attributions_are_rank_correlations(trained_tiny):
     table = source_attributions(trained_tiny, DigitBPE(), list(reverse_corpus(6).src))
     assert len(table) >= 3
     assert table[["LRP vs local", "LRP vs rollout", "local vs rollout"]].abs().le(1).all().all()
+
+
+def test_layer_profile_and_agreement_on_a_hand_built_table():
+    import pandas as pd
+    from headlib.crosslingual import agreement, layer_profile
+    table = pd.DataFrame({"layer": [1, 1, 1, 1, 2, 2, 2, 2], "head": [1, 2, 3, 4] * 2,
+                          "relevance": [0.7, 0.1, 0.1, 0.1, 0.25, 0.25, 0.25, 0.25], "confidence": [0.5] * 8})
+    prof = layer_profile(table)
+    assert prof["top share"].round(9).tolist() == [0.7, 0.25]
+    assert abs(prof["effective heads"][0] - 1 / 0.52) < 1e-9 and abs(prof["effective heads"][1] - 4) < 1e-9
+    rows = agreement({"x": pd.Series([1, 2, 3]), "y": pd.Series([3, 2, 1]), "z": pd.Series([1, 2, 3])})
+    assert rows.set_index(["a", "b"])["rho"].to_dict() == {("x", "y"): -1.0, ("x", "z"): 1.0, ("y", "z"): -1.0}

@@ -1,0 +1,99 @@
+"""The studies around the paper (the "Around the paper" chapter): each original claim, our number
+from this study's result tables, and a verdict by a stated criterion (as `headlib.claims`).
+
+BLEU here is greedy BLEU on the first `n` dev sentences (the notebook's parameter), edits at
+inference only; "minimal loss" is at most 1% of the intact model's BLEU.
+"""
+from __future__ import annotations
+
+import pandas as pd
+from scipy.stats import wilcoxon
+
+from .claims import FAILS, HOLDS, PARTLY, Claim, _csv, claims_table
+
+
+def a1_single_heads(out):
+    t = _csv(out, "single_head_ablation.csv")
+    worst, best = t.loc[t["change"].idxmin()], t.loc[t["change"].idxmax()]
+    improve = int((t["change"] >= 0.3).sum())
+    harmless = worst["change"] > -1.0
+    verdict = HOLDS if harmless and improve else PARTLY if harmless or improve else FAILS
+    return (f"worst single head {worst['kind']} {worst['layer']}.{worst['head']}: {worst['change']:+.2f} BLEU; "
+            f"{improve} of {len(t)} heads improve BLEU by >= 0.3 when removed (best {best['kind']} "
+            f"{best['layer']}.{best['head']}: {best['change']:+.2f})"), verdict
+
+
+def a2_constant_attention(out):
+    t = _csv(out, "constant_attention.csv")
+    heads = t[t["what"] == "head"]
+    every = t[t["what"] == "all"].iloc[0]
+    ok = int((heads["change"] > -0.5).sum())
+    relative = -every["change"] / (every["BLEU"] - every["change"])
+    verdict = HOLDS if relative <= 0.10 else PARTLY if ok >= len(heads) / 2 else FAILS
+    return (f"{ok} of {len(heads)} encoder heads lose < 0.5 BLEU when made constant; all "
+            f"{int(every['heads'])} at once: {every['change']:+.2f} BLEU ({relative:.0%} of the intact model)"), verdict
+
+
+def a3_sparsity_quantization(out):
+    sp, qu = _csv(out, "attention_sparsity.csv"), _csv(out, "attention_quantization.csv")
+    full = sp.loc[sp["threshold"] == 0, "BLEU"].item()
+    fine = sp[sp["BLEU"] >= 0.99 * full]
+    zeroed = float(fine["zeroed"].max())
+    three = qu.loc[qu["bits"] == 3, "BLEU"].item()
+    a, b = zeroed >= 0.8, three >= 0.99 * full
+    verdict = HOLDS if a and b else PARTLY if a or b else FAILS
+    return (f"{zeroed:.0%} of attention values zeroed within 1% of BLEU (threshold "
+            f"{fine.loc[fine['zeroed'].idxmax(), 'threshold']:g}); 3-bit log quantization {three:.2f} vs {full:.2f}"), verdict
+
+
+def a4_rollout(out):
+    t = _csv(out, "rollout.csv")
+    local, glob = t["LRP vs local"].mean(), t["LRP vs rollout"].mean()
+    p = wilcoxon(t["LRP vs rollout"], t["LRP vs local"], alternative="greater").pvalue
+    verdict = HOLDS if glob > local and p < 0.05 else FAILS
+    return (f"Spearman with LRP input relevance: rollout {glob:.2f} vs local attention {local:.2f} "
+            f"(mean over {len(t)} sentences; Wilcoxon p = {p:.1e}); local vs rollout {t['local vs rollout'].mean():.2f}"), verdict
+
+
+def a5_crosslingual(out):
+    t = _csv(out, "crosslingual_agreement.csv")
+    layers = t[t["level"] == "layer top share"]
+    domain = t[t["level"] == "heads, ntrex vs own test set"]
+    heads = t[t["level"] == "heads across pairs (control)"]
+    rho = layers["rho"].mean()
+    verdict = HOLDS if rho >= 0.6 else PARTLY if rho > 0 else FAILS
+    return (f"per-layer top-head share across target languages: rho {rho:.2f}; same model, NTREX vs its "
+            f"test set: rho {domain['rho'].mean():.2f}; head by head across models (control): "
+            f"{heads['rho'].mean():.2f}"), verdict
+
+
+def not_run(name):
+    def measure(out):
+        return _csv(out, name)
+    return measure
+
+
+STUDIES = (
+    Claim("A1", "Kovaleva et al. 2019", "Disabling single heads does not hurt, and some heads improve the model when removed",
+          "BERT on GLUE: up to +3.2% accuracy",
+          "worst single-head loss < 1 BLEU and >= 1 head improves by >= 0.3 (partly: one of the two)", a1_single_heads),
+    Claim("A2", "Hassid et al. 2022", "Attention can be replaced by constant, input-independent patterns at a small cost",
+          "PAPA: ~8% relative drop with all heads constant (BERT)",
+          "all encoder heads constant cost <= 10% of BLEU (partly: half the single heads lose < 0.5)", a2_constant_attention),
+    Claim("A3", "Ji et al. 2021", "~80% of attention values can be pruned, and 3-bit log quantization suffices",
+          "80% zeros, 3 bits, minimal loss", "both within 1% of BLEU (partly: one)", a3_sparsity_quantization),
+    Claim("A4", "Pascual et al. 2021", "Global (rollout) attribution differs from local attention and explains more",
+          "BERT: local and global views disagree", "rollout agrees better with LRP input relevance (Wilcoxon p < 0.05)", a4_rollout),
+    Claim("A5", "Ma et al. 2021", "The same heads matter across languages", "mBERT: shared important heads",
+          "mean Spearman of per-layer top-head share across target languages >= 0.6 (partly: > 0)", a5_crosslingual),
+    Claim("A6", "Behnke and Heafield 2020", "Heads pruned early by confidence (lottery) give a faster model at little cost",
+          "3/4 of heads, -0.1 BLEU, 1.5x faster", "not run: needs retraining runs", not_run("lottery.csv")),
+    Claim("A7", "Chen et al. 2025 (ALPS)", "Updating only task-sensitive heads adapts a model across domains",
+          "+2% over baselines", "not run: needs usable en-ru domain models", not_run("domain_adaptation.csv")),
+    Claim("A8", "Chen et al. 2024", "LRP restricted to important heads gives better explanations", "+3 to +33% on explanation metrics",
+          "not run", not_run("refined_lrp.csv")),
+)
+
+
+def studies_table(out) -> pd.DataFrame:
+    return claims_table(out, STUDIES).rename(columns={"section": "study"})
