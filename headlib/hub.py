@@ -9,8 +9,9 @@ reserves 0-3 for PAD, BOS, EOS and UNK, while Marian starts decoding from its PA
 specials elsewhere. `MarianIds` maps between the two: headlib id i is Marian id `to_marian[i]`
 (BOS and PAD both map to Marian's PAD, whose embedding starts Marian's decoder).
 
-Tokenization stays Marian's (its SentencePiece models): encode with `MarianTokenizer`, then
-`MarianIds.from_marian`; decode with `MarianIds.to_marian_ids` and the tokenizer.
+Tokenization stays Marian's (its SentencePiece models): `MarianTokenizerAdapter` gives a
+`MarianTokenizer` headlib's tokenizer interface (that of `headlib.bpe.BPE`: encode_batch, decode,
+pieces, offsets) in headlib ids, so translation, BLEU and the head analyses run unchanged.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .bpe import UNK_ID
 from .config import ModelConfig
 from .model import Transformer
 
@@ -100,3 +102,53 @@ def from_marian(marian, unk_id: int = 1) -> tuple[Transformer, MarianIds]:
         ours.ffn.fc2.load_state_dict(theirs.fc2.state_dict())
         ours.sub_ffn.norm.load_state_dict(theirs.final_layer_norm.state_dict())
     return model.eval(), ids
+
+
+def piece_offsets(text: str, pieces: list[str], space: str = "\u2581") -> list[tuple[int, int]]:
+    """Character span of each SentencePiece piece in `text`, found left to right (a piece that
+    normalisation changed gets an empty span at the cursor)."""
+    spans, cursor = [], 0
+    for piece in pieces:
+        body = piece.lstrip(space)
+        while cursor < len(text) and text[cursor].isspace() and body:
+            cursor += 1
+        at = text.find(body, cursor) if body else -1
+        if body and at == cursor:
+            spans.append((at, at + len(body)))
+            cursor = at + len(body)
+        else:
+            spans.append((cursor, cursor))
+    return spans
+
+
+class MarianTokenizerAdapter:
+    """A `MarianTokenizer` behind headlib's tokenizer interface, in headlib ids: sources are encoded
+    with the source SentencePiece model, outputs decoded with the target one."""
+
+    def __init__(self, tokenizer, ids: MarianIds):
+        self.tok, self.ids = tokenizer, ids
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.ids.to_marian)
+
+    def encode_batch(self, texts) -> list[list[int]]:
+        marian = self.tok(list(texts), add_special_tokens=False)["input_ids"]
+        return [self.ids.from_marian(torch.tensor(m, dtype=torch.long)).tolist() for m in marian]
+
+    def encode(self, text: str) -> list[int]:
+        return self.encode_batch([text])[0]
+
+    def pieces(self, text: str) -> list[str]:
+        return self.tok.tokenize(text)
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        return piece_offsets(text, self.pieces(text))
+
+    def decode(self, ids) -> str:
+        ids = [int(i) for i in ids if int(i) >= UNK_ID]     # drop PAD, BOS, EOS; keep UNK and pieces
+        return self.tok.decode(self.ids.to_marian_ids(torch.tensor(ids, dtype=torch.long)).tolist(),
+                               skip_special_tokens=True)
+
+    def decode_batch(self, batch) -> list[str]:
+        return [self.decode(ids) for ids in batch]

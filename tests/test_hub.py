@@ -9,11 +9,11 @@ from headlib.hub import MarianIds, from_marian
 transformers = pytest.importorskip("transformers")
 
 
-def marian():
+def marian(vocab_size=60):
     config = transformers.MarianConfig(
-        vocab_size=60, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        vocab_size=vocab_size, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-        pad_token_id=59, eos_token_id=0, decoder_start_token_id=59, activation_function="swish",
+        pad_token_id=vocab_size - 1, eos_token_id=0, decoder_start_token_id=vocab_size - 1, activation_function="swish",
         scale_embedding=True, share_encoder_decoder_embeddings=True)
     torch.manual_seed(0)
     model = transformers.MarianMTModel(config).eval()
@@ -65,3 +65,48 @@ def test_new_position_layout_keeps_old_run_hashes():
     assert get_config("cpu").digest() != get_config("cpu", ["model.positions=halves"]).digest()
     with pytest.raises(ValueError, match="model.positions"):
         get_config("cpu", ["model.positions=spiral"])
+
+
+SENTENCES = ["a small dog runs on the grass .", "two men play music in the street .",
+             "a woman in a red coat is reading a book .", "children are playing with a ball near the water ."]
+
+
+def marian_tokenizer(tmp_path):
+    """A MarianTokenizer over tiny SentencePiece models trained here (no download)."""
+    import json
+    spm = pytest.importorskip("sentencepiece")
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(SENTENCES * 20), model_prefix=str(tmp_path / "sp"),
+                                   vocab_size=40, character_coverage=1.0, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model"))
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    vocab = {"</s>": 0, "<unk>": 1}
+    for piece in pieces:
+        vocab.setdefault(piece, len(vocab))
+    vocab["<pad>"] = len(vocab)
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab))
+    tok = transformers.MarianTokenizer(source_spm=str(tmp_path / "sp.model"), target_spm=str(tmp_path / "sp.model"),
+                                       vocab=str(tmp_path / "vocab.json"))
+    return tok, vocab
+
+
+def test_tokenizer_adapter_round_trips_and_translates_like_marian(tmp_path, monkeypatch):
+    from headlib.decode import translate
+    from headlib.hub import MarianTokenizerAdapter
+    tok, vocab = marian_tokenizer(tmp_path)
+    theirs = marian(len(vocab))
+    ours, ids = from_marian(theirs, unk_id=vocab["<unk>"])
+    adapter = MarianTokenizerAdapter(tok, ids)
+    encoded = adapter.encode_batch(SENTENCES)
+    assert [ids.to_marian_ids(torch.tensor(e)).tolist() for e in encoded] == \
+        tok(SENTENCES, add_special_tokens=False)["input_ids"]
+    assert [adapter.decode(e) for e in encoded] == SENTENCES
+    for text in SENTENCES:
+        spans = adapter.offsets(text)
+        assert [text[a:b] for a, b in spans] == [p.lstrip("\u2581") for p in adapter.pieces(text)]
+    batch = tok(SENTENCES, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = theirs.generate(**batch, max_new_tokens=8, num_beams=1, do_sample=False,
+                              bad_words_ids=[[vocab["<pad>"]]], forced_eos_token_id=None)
+    expected = tok.batch_decode(out, skip_special_tokens=True)
+    monkeypatch.setattr("headlib.decode.max_length", lambda src, model: 8)     # generate's max_new_tokens
+    assert translate(ours, adapter, SENTENCES) == expected
