@@ -197,9 +197,12 @@ def validate(cfg: Config) -> None:
     if m.head_mask:
         from .model import parse_mask_spec  # local import: model imports config
         parse_mask_spec(m.head_mask, m.layer_counts(), m.n_heads)
-    from .data import PAIRS  # local import: data imports config
+    from .data import PAIRS, DataError, local_pair_dir  # local import: data imports config
     if cfg.data.pair not in PAIRS:
-        raise ValueError(f"data.pair must be one of {', '.join(PAIRS)}, got {cfg.data.pair!r}")
+        try:
+            local_pair_dir(cfg.data.pair)
+        except DataError as e:
+            raise ValueError(f"data.pair: {e}") from None
     for name in ("max_tokens", "accum", "max_steps", "eval_every"):
         if getattr(cfg.train, name) <= 0:
             raise ValueError(f"train.{name} must be positive, got {getattr(cfg.train, name)}")

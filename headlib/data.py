@@ -1,6 +1,10 @@
 """Corpora: Multi30k en-de / en-fr, the en-ru pool, NTREX, and any line-aligned text files.
 
 Data are read from `$HEADLIB_DATA`, else `../shared/data`; nothing is copied into the repo.
+Any other corpus (e.g. WMT) is a *local pair*: a folder `<data root>/pairs/<src>-<tgt>[.<name>]/`
+(e.g. `en-de.wmt14`) of line-aligned files `<split>.<lang>` (optionally .gz) with splits `train`,
+`dev` and one or more test sets; `write_local_pair` writes one from rows such as a Hugging Face
+translation dataset's.
 Bad input (line counts that differ, invalid UTF-8, an empty side, a malformed TSV row) raises
 one `DataError` that names the file and the line.
 """
@@ -118,11 +122,68 @@ def _enru_train_heldout(root: Path) -> tuple[Corpus, Corpus]:
     return pick(keep, "train"), pick(sorted(held), "tatoeba-heldout")
 
 
+LOCAL_PAIRS = "pairs"   # <data root>/pairs/<src>-<tgt>[.<name>]/<split>.<lang>[.gz]
+
+
+def pair_languages(pair: str) -> tuple[str, str]:
+    """("en", "de") of "en-de" or of a local pair "en-de.wmt14"."""
+    langs = pair.split(".", 1)[0].split("-")
+    if len(langs) != 2 or not all(langs):
+        raise DataError(f"a pair is <src>-<tgt> or <src>-<tgt>.<name>, got {pair!r}")
+    return langs[0], langs[1]
+
+
+def local_pair_dir(pair: str, root: str | Path | None = None) -> Path:
+    """The folder of a local pair; an error that says what a pair must be if there is none."""
+    d = (Path(root) if root else data_root()) / LOCAL_PAIRS / pair
+    pair_languages(pair)
+    if not d.is_dir():
+        raise DataError(f"unknown pair {pair!r}; valid pairs: {', '.join(PAIRS)}, or a local pair: a folder "
+                        f"{d} with train.<src>, train.<tgt>, dev.* and test files (see write_local_pair)")
+    return d
+
+
+def _local_file(d: Path, split: str, lang: str) -> Path:
+    plain = d / f"{split}.{lang}"
+    return plain if plain.is_file() or not (d / f"{split}.{lang}.gz").is_file() else d / f"{split}.{lang}.gz"
+
+
+def _local_splits(pair: str, root: str | Path | None = None) -> tuple[str, ...]:
+    d, (src, tgt) = local_pair_dir(pair, root), pair_languages(pair)
+    names = {f.name.removesuffix(".gz").rsplit(".", 1)[0] for f in d.iterdir()}
+    return tuple(sorted(n for n in names if _local_file(d, n, src).is_file() and _local_file(d, n, tgt).is_file()))
+
+
+def write_local_pair(rows, pair: str, split: str, root: str | Path) -> dict:
+    """Write one split of a local pair under `root`: `rows` are (source, target) tuples or
+    translation-dataset records {"translation": {src: ..., tgt: ...}} (Hugging Face `datasets`,
+    e.g. load_dataset("wmt19", "ru-en", split="train")). Newlines inside a sentence become spaces;
+    rows with an empty side are skipped and counted. Both files are written atomically."""
+    from .files import write_text
+    src_lang, tgt_lang = pair_languages(pair)
+    src, tgt, skipped = [], [], 0
+    for row in rows:
+        s, t = (row["translation"][src_lang], row["translation"][tgt_lang]) if isinstance(row, dict) else row
+        s, t = (" ".join(x.split()) for x in (s, t))
+        if not s or not t:
+            skipped += 1
+            continue
+        src.append(s); tgt.append(t)
+    d = Path(root) / LOCAL_PAIRS / pair
+    d.mkdir(parents=True, exist_ok=True)
+    write_text(d / f"{split}.{src_lang}", "".join(x + "\n" for x in src))
+    write_text(d / f"{split}.{tgt_lang}", "".join(x + "\n" for x in tgt))
+    return {"pairs": len(src), "skipped": skipped}
+
+
 def load_split(pair: str, split: str, root: str | Path | None = None) -> Corpus:
     """One split of a language pair: `train`, `dev`, or a name from `test_sets(pair)`."""
     root = Path(root) if root else data_root()
     if pair not in PAIRS:
-        raise DataError(f"unknown pair {pair!r}; valid pairs: {', '.join(PAIRS)}")
+        if split not in _local_splits(pair, root):
+            raise DataError(f"unknown split {split!r} for {pair}; valid: {', '.join(_local_splits(pair, root))}")
+        d, langs = local_pair_dir(pair, root), pair_languages(pair)
+        return read_parallel(*(_local_file(d, split, lang) for lang in langs), name=split)
     if pair in ("en-de", "en-fr"):
         lang = pair[3:]
         name = {"dev": "val"}.get(split, split)
@@ -143,7 +204,9 @@ def load_split(pair: str, split: str, root: str | Path | None = None) -> Corpus:
 
 
 def test_sets(pair: str) -> tuple[str, ...]:
-    return ENRU_TESTS if pair == "en-ru" else MULTI30K_TESTS
+    if pair in PAIRS:
+        return ENRU_TESTS if pair == "en-ru" else MULTI30K_TESTS
+    return tuple(n for n in _local_splits(pair) if n not in ("train", "dev"))
 
 
 def main_test_set(pair: str) -> str:
@@ -163,8 +226,8 @@ def load_ntrex(lang: str, root: str | Path | None = None) -> Corpus:
 def analysis_sentences(pair: str, n: int = 0, root: str | Path | None = None) -> list[str]:
     """Held-out English sentences of the pair's own domain for head analysis (Sec. 4-5): the
     Multi30k val, test_2017_flickr and test_2017_mscoco sources (2,475; test_2016_flickr stays the
-    BLEU test), or the en-ru dev set (newstest2018, 3,000). The first `n` (0 = all)."""
-    if pair == "en-ru":
+    BLEU test), or the dev set (en-ru: newstest2018, 3,000; a local pair: its dev). The first `n` (0 = all)."""
+    if pair not in ("en-de", "en-fr"):
         sents = list(load_split(pair, "dev", root).src)
     else:
         sents = [s for split in ("dev", "test_2017_flickr", "test_2017_mscoco")

@@ -253,3 +253,29 @@ def test_collate_adds_bos_eos_and_padding():
     assert src.tolist() == [[5, 6, 7, EOS_ID], [8, EOS_ID, PAD_ID, PAD_ID]]
     assert tgt_in.tolist() == [[BOS_ID, 9, PAD_ID, PAD_ID, PAD_ID], [BOS_ID, 10, 11, 12, 13]]
     assert tgt_out.tolist() == [[9, EOS_ID, PAD_ID, PAD_ID, PAD_ID], [10, 11, 12, 13, EOS_ID]]
+
+
+# -- local pairs (any corpus as line-aligned files, e.g. WMT) ----------------------------------
+
+def test_local_pair_from_translation_records_trains_end_to_end(tmp_path, monkeypatch):
+    """Rows shaped like a Hugging Face translation dataset become a pair that the smoke profile
+    trains on, with its test set found by file name."""
+    from headlib.config import get_config
+    from headlib.data import test_sets, write_local_pair
+    from headlib.train import train
+    en = load_split("en-de", "train").head(300)
+    records = [{"translation": {"en": s, "de": t}} for s, t in zip(en.src, en.tgt)]
+    records.append({"translation": {"en": "a line\nbroken in two", "de": ""}})          # skipped
+    assert write_local_pair(records, "en-de.wmt", "train", tmp_path) == {"pairs": 300, "skipped": 1}
+    for name in ("dev", "newstest2014"):
+        split = load_split("en-de", "val").head(20)
+        write_local_pair(zip(split.src, split.tgt), "en-de.wmt", name, tmp_path)
+    monkeypatch.setenv("HEADLIB_DATA", str(tmp_path))
+    assert test_sets("en-de.wmt") == ("newstest2014",)
+    assert load_split("en-de.wmt", "train").src == en.src
+    results = train(get_config("smoke", ["train.max_steps=2", "train.eval_every=1"], pair="en-de.wmt"), progress=False)
+    assert set(results["test"]) == {"newstest2014"}
+    with pytest.raises(DataError, match="unknown split 'test'.*dev, newstest2014, train"):
+        load_split("en-de.wmt", "test")
+    with pytest.raises(ValueError, match="data.pair: unknown pair 'en-yy'.*pairs/en-yy"):
+        get_config("smoke", pair="en-yy")
