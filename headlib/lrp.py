@@ -230,11 +230,31 @@ def capture_source_input(model):
         handle.remove()
 
 
-def source_relevance_batch(model, src, tgt_in, tgt_out) -> torch.Tensor:
+@contextmanager
+def relevance_only_through(model, keep: torch.Tensor | None, kind: str = "enc-self"):
+    """Let relevance (the backward pass) flow only through the heads of `kind` where `keep`
+    (layers, heads) is 1; the forward pass is unchanged (the refined LRP of Chen et al. 2024)."""
+    if keep is None:
+        yield
+        return
+    def block(layer):
+        m = keep[layer].view(1, -1, 1, 1)
+        return lambda module, inputs, out: out * m.to(out) + (out * (1 - m.to(out))).detach()
+    handles = [a.hook_heads.register_forward_hook(block(l)) for l, a in enumerate(model.attention_layers(kind))]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def source_relevance_batch(model, src, tgt_in, tgt_out, keep: torch.Tensor | None = None) -> torch.Tensor:
     """(B, S) conservative-rule relevance of each source position's input vector for the sum of
-    the top-1 logits over all steps of the translation (teacher forced on `tgt_in`)."""
+    the top-1 logits over all steps of the translation (teacher forced on `tgt_in`); with `keep`,
+    relevance passes only through the encoder heads it marks (`relevance_only_through`)."""
     model.eval()
-    with torch.enable_grad(), conservative(model), capture_source_input(model) as xs:
+    with torch.enable_grad(), conservative(model), relevance_only_through(model, keep), \
+            capture_source_input(model) as xs:
         start = top1_logits(model(src, tgt_in).float())                  # (B, T)
         (grad,) = torch.autograd.grad(start[tgt_out.ne(PAD_ID)].sum(), xs[0])
         return (xs[0] * grad).sum(-1).detach()
