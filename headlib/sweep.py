@@ -7,6 +7,8 @@ reads finished points without recomputing them. A point records the device it ra
 
     full.json                           the unpruned model, evaluated like the points
     enc-self-lam0.01-s500.json          one fine-tuning (kinds, lambda, steps) and its masks
+    enc-self-dsp-k12-s500.json          one exactly-k (DSP) fine-tuning
+    enc-self-random-s1-k12-s500.json    one fine-tuning with a fixed mask (random-s<seed>, lrp, ...)
     scratch-<digest>.json               a from-scratch run with a fixed mask (its training results)
 """
 from __future__ import annotations
