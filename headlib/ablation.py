@@ -23,12 +23,9 @@ import pandas as pd
 import torch
 
 from .batching import source_tensor
+from .bpe import BOS_ID
 from .data import Corpus
 from .importance import bleu_without_retraining
-from .bpe import BOS_ID
-
-TYPES = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
-
 
 def single_head_masks(model, kind: str) -> list[tuple[str, torch.Tensor]]:
     """(label "layer.head", mask) for every head of `kind`: the model's mask with that head off."""
@@ -42,19 +39,14 @@ def single_head_masks(model, kind: str) -> list[tuple[str, torch.Tensor]]:
     return out
 
 
-def single_head_ablation(model, bpe, corpus: Corpus, kinds=("enc-self", "dec-self", "dec-enc"),
-                         progress: bool = False) -> pd.DataFrame:
+def single_head_ablation(model, bpe, corpus: Corpus, kinds=("enc-self", "dec-self", "dec-enc")) -> pd.DataFrame:
     """One row per head: kind, layer, head (1-based), greedy BLEU without it, and the change
     against the intact model."""
     from .train import evaluate_bleu
     full = evaluate_bleu(model, bpe, corpus)["bleu"]
     rows = []
     for kind in kinds:
-        masks = single_head_masks(model, kind)
-        if progress:
-            from tqdm.auto import tqdm
-            masks = tqdm(masks, desc=f"ablate {kind}", leave=False)
-        for r in bleu_without_retraining(model, bpe, corpus, list(masks), kind):
+        for r in bleu_without_retraining(model, bpe, corpus, single_head_masks(model, kind), kind):
             layer, head = map(int, r["method"].split("."))
             rows.append({"kind": kind, "layer": layer, "head": head, "BLEU": r["BLEU"], "change": r["BLEU"] - full})
     table = pd.DataFrame(rows)
