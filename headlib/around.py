@@ -57,14 +57,11 @@ def a4_rollout(out):
 
 def a5_crosslingual(out):
     t = _csv(out, "crosslingual_agreement.csv")
-    layers = t[t["level"] == "layer top share"]
-    domain = t[t["level"] == "heads, ntrex vs own test set"]
-    heads = t[t["level"] == "heads across pairs (control)"]
-    rho = layers["rho"].mean()
-    verdict = HOLDS if rho >= 0.6 else PARTLY if rho > 0 else FAILS
-    return (f"per-layer top-head share across target languages: rho {rho:.2f}; same model, NTREX vs its "
-            f"test set: rho {domain['rho'].mean():.2f}; head by head across models (control): "
-            f"{heads['rho'].mean():.2f}"), verdict
+    rho = lambda level: t.loc[t["level"] == level, "rho"].mean()
+    heads, layers, domain = rho("heads across pairs"), rho("layer top share"), rho("heads, ntrex vs own test set")
+    verdict = HOLDS if heads >= 0.5 else PARTLY if heads > 0.2 or layers >= 0.6 else FAILS
+    return (f"head relevance, head by head across target languages (same initial weights): rho {heads:.2f}; "
+            f"per-layer top-head share: rho {layers:.2f}; same model, NTREX vs its own test set: rho {domain:.2f}"), verdict
 
 
 def a8_refined_lrp(out):
@@ -93,7 +90,8 @@ STUDIES = (
     Claim("A4", "Pascual et al. 2021", "Global (rollout) attribution differs from local attention and explains more",
           "BERT: local and global views disagree", "rollout agrees better with LRP input relevance (Wilcoxon p < 0.05)", a4_rollout),
     Claim("A5", "Ma et al. 2021", "The same heads matter across languages", "mBERT: shared important heads",
-          "mean Spearman of per-layer top-head share across target languages >= 0.6 (partly: > 0)", a5_crosslingual),
+          "Spearman of head relevance across target languages >= 0.5 (partly: > 0.2, or layer top-head shares >= 0.6)",
+          a5_crosslingual),
     Claim("A6", "Behnke and Heafield 2020", "Heads pruned early by confidence (lottery) give a faster model at little cost",
           "3/4 of heads, -0.1 BLEU, 1.5x faster", "not run: needs retraining runs", not_run("lottery.csv")),
     Claim("A7", "Chen et al. 2025 (ALPS)", "Updating only task-sensitive heads adapts a model across domains",

@@ -2,12 +2,13 @@
 Transformer Attention Heads in Multi- and Cross-lingual Tasks").
 
 The same English sentences (NTREX-128 sources) go into each pair's encoder. Our models are
-trained separately, one per target language, so head h of layer l in one model has no
-counterpart in another (heads are exchangeable within a layer): agreement between models is
-measured on each layer's structure (the share of the layer's relevance taken by its top head),
-and head-by-head agreement is reported only as the chance-level control. Within one model, the
-head ranking on NTREX (news) vs. the model's own test domain says whether importance is a
-property of the head or of the data.
+trained separately, one per target language; models trained with the same seed and shapes start
+from identical weights, so head h of layer l is the same function at the start of every model and
+head-by-head agreement asks whether training towards different targets keeps the same heads
+important (with different seeds or shapes heads are exchangeable within a layer, and only layer
+structure, e.g. the share of the layer's relevance taken by its top head, could be compared).
+Within one model, the head ranking on NTREX (news) vs. the model's own test domain says whether
+importance is a property of the head or of the data.
 """
 from __future__ import annotations
 
