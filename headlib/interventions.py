@@ -29,6 +29,11 @@ class Counts:
     zeroed: int = 0
     fallbacks: int = 0    # constant attention: sentences whose length no training sentence had
 
+    def add(self, before: torch.Tensor, after: torch.Tensor) -> None:
+        real = before > 0
+        self.values += int(real.sum())
+        self.zeroed += int((real & (after == 0)).sum())
+
     @property
     def zeroed_fraction(self) -> float:
         return self.zeroed / max(self.values, 1)
@@ -50,12 +55,10 @@ def edit_attention(model, kinds: str | tuple[str, ...], fn):
 def threshold(t: float, counts: Counts | None = None):
     """Zero the weights below `t` (pruned values are not renormalised)."""
     def fn(w, layer):
-        keep = w >= t
+        out = w * (w >= t)
         if counts is not None:
-            real = w > 0
-            counts.values += int(real.sum())
-            counts.zeroed += int((real & ~keep).sum())
-        return w * keep
+            counts.add(w, out)
+        return out
     return fn
 
 
@@ -72,9 +75,7 @@ def log_quantize(bits: int, floor: float = 1e-4, counts: Counts | None = None):
         q = torch.exp(torch.round((logw - lo) / step) * step + lo) if n_levels > 1 else torch.ones_like(w)
         out = torch.where(w >= floor, q.to(w.dtype), torch.zeros_like(w))
         if counts is not None:
-            real = w > 0
-            counts.values += int(real.sum())
-            counts.zeroed += int((real & (out == 0)).sum())
+            counts.add(w, out)
         return out
     return fn
 
