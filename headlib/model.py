@@ -20,6 +20,7 @@ key/value cache (`decode_step`).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import torch
@@ -366,6 +367,15 @@ class Transformer(nn.Module):
         if kind in ("dec-self", "dec-enc"):
             return [layer.self_attn if kind == "dec-self" else layer.cross_attn for layer in self.decoder]
         raise ValueError(f"unknown attention kind {kind!r}; valid: {', '.join(KINDS)}")
+
+    def fingerprint(self) -> str:
+        """12 hex digits of a hash over the state dict (weights and head masks): which model a
+        cached result was computed from."""
+        h = hashlib.sha1()
+        for name, t in sorted(self.state_dict().items()):
+            h.update(name.encode())
+            h.update(t.detach().float().cpu().contiguous().numpy().tobytes())
+        return h.hexdigest()[:12]
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

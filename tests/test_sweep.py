@@ -75,14 +75,26 @@ def _row(lam, enc, dec_self=None, kinds=("enc-self",)):
             "per_layer": {k: m.sum(1).int().tolist() for k, m in masks.items()}}
 
 
-def test_prune_point_is_read_back_not_recomputed(tmp_path, monkeypatch):
+def test_prune_point_is_read_back_unless_it_came_from_another_model(tmp_path, monkeypatch):
     from headlib import sweep
     from headlib.prune import PruneConfig
+    torch.manual_seed(0)
+    model = Transformer(get_config("smoke").model, 50)
     cfg = PruneConfig(lam=0.3, steps=5)
-    stored = _row(0.3, [[1, 0], [0, 1]])
+    stored = _row(0.3, [[1, 0], [0, 1]]) | {"model": model.fingerprint()}
     (tmp_path / sweep.point_name(cfg)).write_text(json.dumps(stored))
-    monkeypatch.setattr(sweep, "prune", lambda *a, **k: pytest.fail("a finished point was recomputed"))
-    assert prune_point(None, None, cfg, "en-de", 1.0, 4, tmp_path) == stored
+
+    class Recomputed(Exception):
+        pass
+
+    def prune(*args, **kwargs):
+        raise Recomputed
+    monkeypatch.setattr(sweep, "prune", prune)
+    assert prune_point(model, None, cfg, "en-de", 1.0, 4, tmp_path) == stored
+    with torch.no_grad():
+        model.embed.weight[5, 0] += 1e-3                    # a retrained baseline: another model
+    with pytest.raises(Recomputed):
+        prune_point(model, None, cfg, "en-de", 1.0, 4, tmp_path)
 
 
 def test_nearest_survival_and_order_on_a_hand_built_sweep():
