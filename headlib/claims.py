@@ -15,6 +15,8 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 HOLDS, FAILS, PARTLY, MISSING = "holds", "does not hold", "partly", "not measured"
+VERDICT_STYLE = {HOLDS: "background-color: #d9f2d9", PARTLY: "background-color: #fff2cc",
+                 FAILS: "background-color: #f8d7da", MISSING: "color: #888"}
 
 
 @dataclass(frozen=True)
@@ -161,3 +163,11 @@ def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
         rows.append({"claim": c.key, "section": c.section, "the paper says": c.claim, "paper": c.paper,
                      "ours": ours, "criterion": c.criterion, "verdict": verdict})
     return pd.DataFrame(rows)
+
+
+def styled(table: pd.DataFrame, wide=()):
+    """A verdict table for the book: verdicts coloured, text left-aligned and wrapped, the `wide`
+    text columns 12-22em wide."""
+    return (table.style.map(lambda v: VERDICT_STYLE.get(v, ""), subset=["verdict"]).hide(axis="index")
+            .set_properties(**{"text-align": "left", "vertical-align": "top", "white-space": "normal"})
+            .set_properties(subset=list(wide), **{"min-width": "12em", "max-width": "22em"}))
