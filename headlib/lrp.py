@@ -238,8 +238,10 @@ def relevance_only_through(model, keep: torch.Tensor | None, kind: str = "enc-se
         yield
         return
     def block(layer):
-        m = keep[layer].view(1, -1, 1, 1)
-        return lambda module, inputs, out: out * m.to(out) + (out * (1 - m.to(out))).detach()
+        def hook(module, inputs, out):
+            m = keep[layer].view(1, -1, 1, 1).to(out)
+            return out * m + (out * (1 - m)).detach()
+        return hook
     handles = [a.hook_heads.register_forward_hook(block(l)) for l, a in enumerate(model.attention_layers(kind))]
     try:
         yield

@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .importance import keep_top
+
 EPS = 1e-20
 
 
@@ -65,10 +67,7 @@ class SubsetGates(nn.Module):
     @torch.no_grad()
     def hard_masks(self) -> dict[str, torch.Tensor]:
         """0/1 masks keeping the k largest logits (ties: the earlier head)."""
-        order = sorted(range(self.logits.numel()), key=lambda i: (-float(self.logits[i]), i))
-        flat = torch.zeros_like(self.logits)
-        flat[order[:self.k]] = 1.0
-        return self._split(flat)
+        return self._split(keep_top(self.logits.detach().cpu(), self.k).to(self.logits))
 
     def scores(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu().clone() for k, v in self._split(self.logits).items()}

@@ -43,14 +43,14 @@ def point_name(cfg: PruneConfig) -> str:
     return f"{kinds}-lam{cfg.lam:g}-s{cfg.steps}.json"
 
 
-def _read(path: Path, model=None) -> dict | None:
-    """A cached point; None if there is none or (given `model`) it was computed from another model
-    (a retrained baseline), which is then recomputed."""
+def _read(path: Path, fingerprint: str | None = None) -> dict | None:
+    """A cached point; None if there is none or (given the model's `fingerprint`) it was computed
+    from another model (a retrained baseline), which is then recomputed."""
     if not path.is_file():
         return None
     row = json.loads(path.read_text())
-    if model is not None and row.get("model") != model.fingerprint():
-        print(f"{path}: computed from model {row.get('model')}, not {model.fingerprint()}: recomputing", flush=True)
+    if fingerprint is not None and row.get("model") != fingerprint:
+        print(f"{path}: computed from model {row.get('model')}, not {fingerprint}: recomputing", flush=True)
         return None
     return row
 
@@ -73,9 +73,9 @@ def counts(model) -> dict:
 
 def full_point(model, data: Prepared, pair: str, len_alpha: float, beam: int, out: Path) -> dict:
     """The unpruned model scored on this device, the reference every point is compared with."""
-    path = out / "full.json"
-    if (row := _read(path, model)) is None:
-        row = {"kinds": [], "lam": None, **counts(model), "model": model.fingerprint(),
+    path, fingerprint = out / "full.json", model.fingerprint()
+    if (row := _read(path, fingerprint)) is None:
+        row = {"kinds": [], "lam": None, **counts(model), "model": fingerprint,
                **evaluate_masked(model, data, pair, len_alpha, beam), "device": device_name()}
         write_json(path, row)
     return row
@@ -85,8 +85,8 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
                 out: Path, progress: bool = False) -> dict:
     """Fine-tune with gates (at one lambda, or exactly k for DSP) or with a fixed mask, fix the
     gates to 0/1, score with the hard mask (no fine-tuning after fixing)."""
-    path = out / point_name(cfg)
-    if (row := _read(path, model)) is not None and cfg.method == "fixed":
+    path, fingerprint = out / point_name(cfg), model.fingerprint()
+    if (row := _read(path, fingerprint)) is not None and cfg.method == "fixed":
         wanted = parse_mask_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
         if any(not torch.equal(kind_mask(row, k), m) for k, m in wanted.items()):
             raise ValueError(f"{path} holds another mask than {cfg.mask!r} under the same label; remove it to recompute")
@@ -94,7 +94,7 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
         pruned, result = prune(model, data, cfg, progress)
         scores = {"hard-concrete": "log_alpha", "dsp": "logits"}.get(cfg.method)
         row = {"kinds": list(cfg.kinds), "lam": cfg.lam, "method": cfg.method, "label": cfg.label or cfg.method,
-               "model": model.fingerprint(), **counts(pruned), **evaluate_masked(pruned, data, pair, len_alpha, beam),
+               "model": fingerprint, **counts(pruned), **evaluate_masked(pruned, data, pair, len_alpha, beam),
                **({scores: {k: a.tolist() for k, a in result.scores.items()}} if scores else {}),
                "prune_minutes": result.minutes, "history": result.history,
                "prune_config": dataclasses.asdict(cfg), "device": device_name()}
