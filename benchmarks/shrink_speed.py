@@ -25,17 +25,9 @@ from headlib.decode import length_batches, translate  # noqa: E402
 from headlib.files import write_json  # noqa: E402
 from headlib.model import KINDS, parse_mask_spec  # noqa: E402
 from headlib.results import results_dir  # noqa: E402
-from headlib.shrink import shrink  # noqa: E402
+from headlib.shrink import encode_seconds, shrink  # noqa: E402
 from headlib.sweep import points  # noqa: E402
 from headlib.train import trained_model  # noqa: E402
-
-
-@torch.no_grad()
-def encode_seconds(model, batches) -> float:
-    t0 = time.perf_counter()
-    for src in batches:
-        model.encode(src)
-    return time.perf_counter() - t0
 
 
 def main(argv=None) -> int:

@@ -72,7 +72,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("06_pruning_encoder", "Sec. 6.2 — Pruning the encoder", after=("05_head_functions",), trains=True),
     Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True),
     Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True),
-    Notebook("10_around", "Around the paper", after=("03_data_and_models",), trains=True),
+    Notebook("10_around", "Around the paper", after=("04_important_heads", "06_pruning_encoder"), trains=True,
+             reads=("{pair}/seed{seed}/pruning/*.json", "{pair}/seed{seed}/lottery/*.json")),
     Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
         f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv",
                                               "rare_word_rates.csv", "pruning_*.csv"))),

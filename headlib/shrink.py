@@ -11,6 +11,7 @@ only, so `return_attention` needs the same number of heads in every layer of a k
 from __future__ import annotations
 
 import copy
+import time
 import warnings
 
 import torch
@@ -68,3 +69,25 @@ def shrink(model) -> nn.Module:
         layer.self_attn = PrunedAttention(layer.self_attn, _kept(model.head_mask("dec-self")[i]))
         layer.cross_attn = PrunedAttention(layer.cross_attn, _kept(model.head_mask("dec-enc")[i]))
     return small
+
+
+@torch.no_grad()
+def encode_seconds(model, batches) -> float:
+    """Wall seconds of one encoder pass over `batches` (source tensors)."""
+    t0 = time.perf_counter()
+    for src in batches:
+        model.encode(src)
+    return time.perf_counter() - t0
+
+
+def encoder_seconds(models: dict[str, nn.Module], batches, rounds: int = 3) -> dict[str, float]:
+    """Encoder seconds of each model over `batches`: the fastest of `rounds` rounds, the models
+    interleaved within each round (so that the load on the machine affects them alike), after one
+    warm-up pass each."""
+    for m in models.values():
+        encode_seconds(m, batches[:2])
+    times = {name: [] for name in models}
+    for _ in range(rounds):
+        for name, m in models.items():
+            times[name].append(encode_seconds(m, batches))
+    return {name: min(t) for name, t in times.items()}

@@ -29,11 +29,15 @@ def test_verdicts_follow_the_criteria(tmp_path):
     write(tmp_path, "refined_lrp.csv", [{"sentence": i, "ordering": o, "area": a + 0.01 * i}
                                         for i in range(8) for o, a in (("plain LRP", -2.0), ("refined LRP", -1.9),
                                                                       ("random", -1.5))])
+    write(tmp_path, "lottery.csv", [
+        {"method": "unpruned", "encoder heads": 48, "updates": 2401, "BLEU": 34.9, "encoder speed-up": 1.0},
+        {"method": "lottery ticket", "encoder heads": 12, "updates": 2905, "BLEU": 34.3, "encoder speed-up": 1.3}])
     verdicts = studies_table(tmp_path).set_index("claim")["verdict"].to_dict()
     assert verdicts == {"A1": "holds",            # worst -0.5 > -1, one head improves by 0.4
                         "A2": "partly",           # all constant loses 33%; 1 of 2 heads < 0.5 lost
                         "A3": "partly",           # 85% zeroed within 1%; 3 bits loses 17%
                         "A4": "holds",            # rollout ahead on every sentence
                         "A5": "partly",           # head rho 0.3 > 0.2
-                        "A6": "not measured", "A7": "not measured",
+                        "A6": "partly",           # -0.6 BLEU (> 0.5 lost), 1.3x faster
+                        "A7": "not measured",
                         "A8": "does not hold"}    # refined curve higher (worse) than plain
