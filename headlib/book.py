@@ -62,6 +62,7 @@ class Notebook:
     trains: bool = False           # reads the trained run of (profile, pair, seed)
     reads: tuple[str, ...] = ()    # result tables it reads, in its key: globs under results/<profile>/
                                    # with {pair} and {seed} filled in (other pairs' tables too)
+    across_seeds: bool = False     # compares every seed of its pair: executed for the run's first seed only
 
 
 # In dependency order of the paper's sections; `after` makes the order explicit.
@@ -77,6 +78,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
         f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv",
                                               "rare_word_rates.csv", "pruning_*.csv"))),
+    Notebook("11_seeds", "Across seeds", after=("05_head_functions",), across_seeds=True,
+             reads=("{pair}/seed*/*.csv", "{pair}/seed*/training_results.json")),
 )
 
 # Hand-written pages: the root, and parts after the notebooks' parts.
@@ -340,7 +343,8 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
     # The kernels must see the same artifacts as this process, whatever their working directory.
     os.environ.setdefault("HEADLIB_ARTIFACTS", str(artifacts_dir()))
     prepare_out(out, profile, force)
-    tasks = [Task(nb, profile, pair, seed) for nb in ordered(notebooks) for pair in pairs for seed in seeds]
+    tasks = [Task(nb, profile, pair, seed) for nb in ordered(notebooks) for pair in pairs
+             for seed in (seeds[:1] if nb.across_seeds else seeds)]
     for nb in notebooks:
         check_parameters(src_dir / f"{nb.name}.ipynb")
     log(f"[book] profile {profile}: {len(tasks)} notebook run(s) into {_rel(out)}")

@@ -149,6 +149,14 @@ def test_runner_skips_unchanged_and_reruns_what_changed(tmp_path):
     assert [r.status for r in run_tiny(tmp_path)] == ["executed"]
 
 
+def test_a_notebook_across_seeds_runs_once_per_pair(tmp_path):
+    write_tiny(tmp_path / "src")
+    across = book.Notebook("tiny", "Tiny", across_seeds=True)
+    results = book.run("smoke", ["en-de"], (2, 1), tmp_path / "out", progress=False, notebooks=[across],
+                       src_dir=tmp_path / "src", log=print)
+    assert [(r.status, r.task.seed) for r in results] == [("executed", 2)]
+
+
 def test_failing_notebook_keeps_the_previous_good_output(tmp_path):
     write_tiny(tmp_path / "src")
     good = run_tiny(tmp_path)[0].output

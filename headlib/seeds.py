@@ -1,0 +1,70 @@
+"""Across training seeds: how much of the study is the seed? BLEU spread, the structure of head
+importance, and the claims' verdicts, for every seed of a (profile, pair) with results.
+
+Heads are exchangeable between seeds: head h of layer l in one model has no counterpart in
+another model trained from other initial weights (permuting a layer's heads is the same
+function). So seeds are compared on what does not depend on head order: each layer's relevance
+and confidence sorted from the largest head down (the layer's profile), the share of the layer's
+relevance taken by its top head, and the verdicts.
+"""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from .claims import claims_table
+from .crosslingual import agreement, layer_profile
+from .data import main_test_set
+from .results import results_dir
+
+
+def seeds_with(profile: str, pair: str, name: str) -> list[int]:
+    """The seeds of (profile, pair) whose result directory holds `name`."""
+    root = results_dir(profile, pair, 1).parent
+    return sorted(int(p.parent.name[len("seed"):]) for p in root.glob(f"seed*/{name}"))
+
+
+def training_table(profile: str, pair: str) -> pd.DataFrame:
+    """One row per seed with a trained model: updates, minutes, test BLEU (beam and greedy)."""
+    rows = []
+    for seed in seeds_with(profile, pair, "training_results.json"):
+        r = json.loads((results_dir(profile, pair, seed) / "training_results.json").read_text())
+        test = main_test_set(pair)
+        scores = r["test"][test]
+        rows.append({"seed": seed, "updates": r["steps"], "minutes": r["train_minutes"], "test set": test,
+                     "BLEU (beam)": scores["beam"]["bleu"], "BLEU (greedy)": scores["greedy"]["bleu"]})
+    return pd.DataFrame(rows, columns=["seed", "updates", "minutes", "test set", "BLEU (beam)", "BLEU (greedy)"])
+
+
+def importance_tables(profile: str, pair: str) -> dict[int, pd.DataFrame]:
+    """Sec. 4's head table (relevance, confidence per head) of every seed that has one."""
+    return {s: pd.read_csv(results_dir(profile, pair, s) / "head_importance.csv")
+            for s in seeds_with(profile, pair, "head_importance.csv")}
+
+
+def sorted_within_layers(table: pd.DataFrame, column: str) -> pd.Series:
+    """`column` of each layer's heads sorted from the largest down, indexed by (layer, position):
+    the layer's profile, which does not depend on the order of its heads."""
+    ranked = table.sort_values(["layer", column], ascending=[True, False]).copy()
+    ranked["position"] = ranked.groupby("layer").cumcount() + 1
+    return ranked.set_index(["layer", "position"])[column]
+
+
+def structure_agreement(tables: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """Spearman rho between every two seeds: the sorted layer profiles of relevance and of
+    confidence (all heads), and each layer's top-head share of relevance (one value per layer)."""
+    named = {f"seed {s}": t for s, t in tables.items()}
+    parts = [agreement({n: sorted_within_layers(t, col) for n, t in named.items()}).assign(what=f"{col}, layer profiles")
+             for col in ("relevance", "confidence")]
+    parts.append(agreement({n: layer_profile(t).set_index("layer")["top share"] for n, t in named.items()})
+                 .assign(what="top-head share per layer"))
+    return pd.concat(parts, ignore_index=True)[["what", "a", "b", "rho"]]
+
+
+def verdicts(profile: str, pair: str, seeds: list[int]) -> pd.DataFrame:
+    """The claims' verdicts (rows) for each seed (columns), from each seed's own tables."""
+    tables = {s: claims_table(results_dir(profile, pair, s)) for s in seeds}
+    first = next(iter(tables.values()))
+    index = pd.Index(first["claim"] + " " + first["the paper says"], name="claim")
+    return pd.DataFrame({f"seed {s}": t["verdict"].to_numpy() for s, t in tables.items()}, index=index)

@@ -1,0 +1,43 @@
+"""Across seeds: comparisons that do not depend on the order of heads within a layer, and the
+tables gathered from every seed's result directory."""
+import json
+
+import pandas as pd
+import pytest
+
+from headlib.results import results_dir
+from headlib.seeds import sorted_within_layers, structure_agreement, training_table, verdicts
+
+
+def head_table(values):
+    """Sec. 4's head table from {layer: [relevance of head 1, 2, ...]}; confidence = 1 - relevance."""
+    return pd.DataFrame([{"layer": l, "head": h + 1, "relevance": v, "confidence": 1 - v}
+                         for l, row in values.items() for h, v in enumerate(row)])
+
+
+def test_permuting_heads_within_a_layer_changes_nothing():
+    a = head_table({1: [0.6, 0.3, 0.1], 2: [0.2, 0.5, 0.3]})
+    b = head_table({1: [0.1, 0.6, 0.3], 2: [0.3, 0.2, 0.5]})           # the same layers, heads permuted
+    c = head_table({1: [0.4, 0.35, 0.25], 2: [0.9, 0.05, 0.05]})       # other profiles
+    assert sorted_within_layers(a, "relevance").equals(sorted_within_layers(b, "relevance"))
+    assert sorted_within_layers(a, "relevance").loc[(2, 1)] == 0.5
+    agree = structure_agreement({1: a, 2: b, 3: c})
+    same = agree[(agree["a"] == "seed 1") & (agree["b"] == "seed 2")]
+    assert same["rho"].tolist() == pytest.approx([1.0] * 3)
+    top = agree[(agree["what"] == "top-head share per layer") & (agree["b"] == "seed 3")]
+    assert top["rho"].tolist() == pytest.approx([-1.0, -1.0])          # layer 1 leads in a, layer 2 in c
+
+
+def test_training_table_and_verdicts_gather_every_seed(monkeypatch, tmp_path):
+    monkeypatch.setenv("HEADLIB_ARTIFACTS", str(tmp_path))
+    for seed, bleu in ((2, 30.5), (1, 31.0)):
+        scores = {"beam": {"bleu": bleu}, "greedy": {"bleu": bleu - 1}}
+        (results_dir("smoke", "en-de", seed) / "training_results.json").write_text(json.dumps(
+            {"steps": 30, "train_minutes": 0.1, "test": {"test_2017_flickr": {}, "test_2016_flickr": scores}}))
+    table = training_table("smoke", "en-de")
+    assert table["seed"].tolist() == [1, 2] and table["BLEU (beam)"].tolist() == [31.0, 30.5]
+    head_table({1: [0.6, 0.3, 0.1], 2: [0.2, 0.5, 0.3]}).assign(rank_in_layer=1).to_csv(
+        results_dir("smoke", "en-de", 1) / "head_importance.csv", index=False)
+    v = verdicts("smoke", "en-de", [1, 2])
+    assert list(v.columns) == ["seed 1", "seed 2"]
+    assert (v["seed 2"] == "not measured").all() and (v["seed 1"] != "not measured").any()
