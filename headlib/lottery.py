@@ -36,7 +36,7 @@ from .decode import length_batches
 from .files import artifacts_dir, torch_save, write_json
 from .heads import confidence, encoder_attention
 from .importance import keep_top
-from .model import mask_spec, parse_mask_spec
+from .model import Transformer, mask_spec, parse_mask_spec
 from .results import results_dir
 from .shrink import encoder_seconds, shrink
 from .sweep import canonical_spec, device_name, nearest, points, scratch_config, scratch_rows
@@ -76,7 +76,7 @@ def _rewound(checkpoint: Path, out: Path, masks: dict[str, torch.Tensor]) -> Non
     early run's evaluations (best weights, snapshots) forgotten."""
     ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)
     for kind, m in masks.items():
-        ckpt["model"]["head_mask_" + kind.replace("-", "_")] = m.clone()
+        ckpt["model"][Transformer.mask_buffer_name(kind)] = m.clone()
     ckpt["state"] |= {"stopped": "", "best_bleu": -1.0, "bad_evals": 0, "snapshots": []}
     out.mkdir(parents=True, exist_ok=True)
     torch_save(out / "last.pt", ckpt)

@@ -242,14 +242,15 @@ class Transformer(nn.Module):
         self.enc_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
         self.dec_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
         for kind, n in self.layer_counts().items():
-            self.register_buffer(self._mask_name(kind), torch.ones(n, cfg.n_heads))
+            self.register_buffer(self.mask_buffer_name(kind), torch.ones(n, cfg.n_heads))
         for kind, mask in parse_mask_spec(cfg.head_mask, self.layer_counts(), cfg.n_heads).items():
             self.set_head_mask(kind, mask)
         self.reset_parameters()
 
     # -- head masks ---------------------------------------------------------------------------
     @staticmethod
-    def _mask_name(kind: str) -> str:
+    def mask_buffer_name(kind: str) -> str:
+        """The state-dict name of the head mask of `kind`."""
         return "head_mask_" + kind.replace("-", "_")
 
     def layer_counts(self) -> dict[str, int]:
@@ -257,12 +258,12 @@ class Transformer(nn.Module):
 
     def head_mask(self, kind: str) -> torch.Tensor:
         """The fixed 0/1 mask of `kind`, (layers, heads)."""
-        return getattr(self, self._mask_name(kind))
+        return getattr(self, self.mask_buffer_name(kind))
 
     def set_head_mask(self, kind: str, mask: torch.Tensor) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown attention kind {kind!r}; valid: {', '.join(KINDS)}")
-        getattr(self, self._mask_name(kind)).copy_(mask)
+        getattr(self, self.mask_buffer_name(kind)).copy_(mask)
 
     def _gates(self, kind: str, gates: dict | None) -> torch.Tensor:
         g = self.head_mask(kind)
