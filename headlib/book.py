@@ -74,7 +74,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True),
     Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True),
     Notebook("10_around", "Around the paper", after=("04_important_heads", "06_pruning_encoder"), trains=True,
-             reads=("{pair}/seed{seed}/pruning/*.json", "{pair}/seed{seed}/lottery/*.json")),
+             reads=("{pair}/seed{seed}/pruning/*.json",)),   # its lottery points are its own outputs
     Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
         f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv",
                                               "rare_word_rates.csv", "pruning_*.csv"))),
