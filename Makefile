@@ -27,5 +27,5 @@ book: study
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests
 
-clean-book:
-	rm -rf $(BOOK)/_build
+clean-book:   # Jupyter Book builds beside the _config.yml it finds: the root's for book/
+	rm -rf $(if $(filter cpu,$(PROFILE)),_build,$(BOOK)/_build)
