@@ -10,7 +10,6 @@ counterpart.
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 import time
 from pathlib import Path
@@ -19,13 +18,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from headlib.batching import source_tensor  # noqa: E402
 from headlib.data import load_split, main_test_set  # noqa: E402
-from headlib.decode import length_batches, translate  # noqa: E402
+from headlib.decode import translate  # noqa: E402
 from headlib.files import write_json  # noqa: E402
-from headlib.model import KINDS, parse_mask_spec  # noqa: E402
+from headlib.model import KINDS  # noqa: E402
 from headlib.results import results_dir  # noqa: E402
-from headlib.shrink import encode_seconds, shrink  # noqa: E402
+from headlib.shrink import encode_seconds, encoder_batches, shrink, with_masks  # noqa: E402
 from headlib.sweep import points  # noqa: E402
 from headlib.train import trained_model  # noqa: E402
 
@@ -39,19 +37,14 @@ def main(argv=None) -> int:
     model, bpe, run = trained_model(args.profile, args.pair)
     beam, alpha = run["config"]["train"]["beam"], run["len_alpha"]
     test = load_split(args.pair, main_test_set(args.pair))
-    ids = bpe.encode_batch(test.src)
-    batches = [source_tensor([ids[i] for i in b]) for b in length_batches(ids, 1, 6000)]
+    batches = encoder_batches(bpe, test.src)
     out = results_dir(args.profile, args.pair, 1) / "pruning"
     rows = {r["retained"]["enc-self"]: r for r in points(out, ("enc-self",))}
     configs = [("unpruned", None)] + [(f"enc-self {n}", rows[n]) for n in sorted(rows, reverse=True) if n < 48]
     configs += [(f"all kinds {sum(r['retained'].values())}", r) for r in points(out, KINDS)[3:6]]
-    layers = model.layer_counts()
     results, base = [], None
     for name, row in configs:
-        masked = copy.deepcopy(model)
-        if row is not None:
-            for kind, m in parse_mask_spec(row["mask"], layers, model.cfg.n_heads).items():
-                masked.set_head_mask(kind, m)
+        masked = with_masks(model, row["mask"]) if row is not None else model
         small = shrink(masked).eval() if row is not None else masked
         encode_seconds(small, batches[:2])                                   # warm-up
         enc = encode_seconds(small, batches)

@@ -165,6 +165,14 @@ def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def verdicts(dirs: dict[str, Path], claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
+    """The verdicts (rows: claims) for each named results dir (columns), e.g. pairs or seeds."""
+    tables = {name: claims_table(d, claims) for name, d in dirs.items()}
+    first = next(iter(tables.values()))
+    index = pd.Index(first["claim"] + " " + first["the paper says"], name="claim")
+    return pd.DataFrame({name: t["verdict"].to_numpy() for name, t in tables.items()}, index=index)
+
+
 def styled(table: pd.DataFrame, wide=()):
     """A verdict table for the book: verdicts coloured, text left-aligned and wrapped, the `wide`
     text columns 12-22em wide."""

@@ -20,7 +20,6 @@ writes `results/<profile>/<pair>/seed<seed>/lottery/lottery-k<k>-p<prune_at>-r<r
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import shutil
 from dataclasses import asdict, dataclass, replace
@@ -29,16 +28,14 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .batching import source_tensor
 from .config import get_config
 from .data import load_split, main_test_set
-from .decode import length_batches
 from .files import artifacts_dir, torch_save, write_json
 from .heads import confidence, encoder_attention
 from .importance import keep_top
-from .model import Transformer, mask_spec, parse_mask_spec
+from .model import Transformer, mask_spec
 from .results import results_dir
-from .shrink import encoder_seconds, shrink
+from .shrink import encoder_batches, encoder_seconds, shrink, with_masks
 from .sweep import canonical_spec, device_name, nearest, points, scratch_config, scratch_rows
 from .train import Trainer, evaluate_bleu, finalize, load_model, run_dir, trained_model
 
@@ -158,12 +155,8 @@ def encoder_speed(model, bpe, pair: str, ticket, hard_concrete: dict | None) -> 
     and Hard Concrete's point with the same number of heads, both with their heads removed."""
     models = {"unpruned": model, "lottery": shrink(ticket).eval()}
     if hard_concrete is not None:
-        masked = copy.deepcopy(model)
-        for kind, m in parse_mask_spec(hard_concrete["mask"], model.layer_counts(), model.cfg.n_heads).items():
-            masked.set_head_mask(kind, m)
-        models["Hard Concrete"] = shrink(masked).eval()
-    ids = bpe.encode_batch(load_split(pair, main_test_set(pair)).src)
-    batches = [source_tensor([ids[i] for i in b]) for b in length_batches(ids, 1, 6000)]
+        models["Hard Concrete"] = shrink(with_masks(model, hard_concrete["mask"])).eval()
+    batches = encoder_batches(bpe, load_split(pair, main_test_set(pair)).src)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

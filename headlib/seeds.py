@@ -13,7 +13,7 @@ import json
 
 import pandas as pd
 
-from .claims import claims_table
+from .claims import verdicts as claims_verdicts
 from .crosslingual import agreement, layer_profile
 from .data import main_test_set
 from .results import results_dir
@@ -64,7 +64,4 @@ def structure_agreement(tables: dict[int, pd.DataFrame]) -> pd.DataFrame:
 
 def verdicts(profile: str, pair: str, seeds: list[int]) -> pd.DataFrame:
     """The claims' verdicts (rows) for each seed (columns), from each seed's own tables."""
-    tables = {s: claims_table(results_dir(profile, pair, s)) for s in seeds}
-    first = next(iter(tables.values()))
-    index = pd.Index(first["claim"] + " " + first["the paper says"], name="claim")
-    return pd.DataFrame({f"seed {s}": t["verdict"].to_numpy() for s, t in tables.items()}, index=index)
+    return claims_verdicts({f"seed {s}": results_dir(profile, pair, s) for s in seeds})

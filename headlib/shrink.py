@@ -17,7 +17,9 @@ import warnings
 import torch
 from torch import nn
 
-from .model import MultiHeadAttention
+from .batching import source_tensor
+from .decode import length_batches
+from .model import MultiHeadAttention, parse_mask_spec
 
 
 def _slice_linear(linear: nn.Linear, rows: torch.Tensor | None = None, cols: torch.Tensor | None = None) -> nn.Linear:
@@ -69,6 +71,21 @@ def shrink(model) -> nn.Module:
         layer.self_attn = PrunedAttention(layer.self_attn, _kept(model.head_mask("dec-self")[i]))
         layer.cross_attn = PrunedAttention(layer.cross_attn, _kept(model.head_mask("dec-enc")[i]))
     return small
+
+
+@torch.no_grad()
+def with_masks(model, spec: str) -> nn.Module:
+    """A copy of `model` with the head masks of `spec` (the text of `ModelConfig.head_mask`)."""
+    masked = copy.deepcopy(model)
+    for kind, m in parse_mask_spec(spec, model.layer_counts(), model.cfg.n_heads).items():
+        masked.set_head_mask(kind, m)
+    return masked
+
+
+def encoder_batches(bpe, sentences, max_tokens: int = 6000) -> list[torch.Tensor]:
+    """`sentences` as length-sorted source batches of at most `max_tokens` tokens."""
+    ids = bpe.encode_batch(sentences)
+    return [source_tensor([ids[i] for i in b]) for b in length_batches(ids, 1, max_tokens)]
 
 
 @torch.no_grad()
