@@ -63,6 +63,8 @@ class Notebook:
     reads: tuple[str, ...] = ()    # result tables it reads, in its key: globs under results/<profile>/
                                    # with {pair} and {seed} filled in (other pairs' tables too)
     across_seeds: bool = False     # compares every seed of its pair: executed for the run's first seed only
+    pair: str = ""                 # a fixed pair (the notebook trains its own models): executed once, for
+                                   # this pair and the run's first seed, whatever pairs the run names
 
 
 # In dependency order of the paper's sections; `after` makes the order explicit.
@@ -75,6 +77,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True),
     Notebook("10_around", "Around the paper", after=("04_important_heads", "06_pruning_encoder"), trains=True,
              reads=("{pair}/seed{seed}/pruning/*.json",)),   # its lottery points are its own outputs
+    Notebook("12_domains", "Around the paper: domains (en-ru)", pair="en-ru"),   # trains its own domain models
     Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
         f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv",
                                               "rare_word_rates.csv", "pruning_*.csv"))),
@@ -343,8 +346,8 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
     # The kernels must see the same artifacts as this process, whatever their working directory.
     os.environ.setdefault("HEADLIB_ARTIFACTS", str(artifacts_dir()))
     prepare_out(out, profile, force)
-    tasks = [Task(nb, profile, pair, seed) for nb in ordered(notebooks) for pair in pairs
-             for seed in (seeds[:1] if nb.across_seeds else seeds)]
+    tasks = [Task(nb, profile, pair, seed) for nb in ordered(notebooks) for pair in ([nb.pair] if nb.pair else pairs)
+             for seed in (seeds[:1] if nb.across_seeds or nb.pair else seeds)]
     for nb in notebooks:
         check_parameters(src_dir / f"{nb.name}.ipynb")
     log(f"[book] profile {profile}: {len(tasks)} notebook run(s) into {_rel(out)}")

@@ -42,11 +42,12 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    pair: str = "en-de"           # en-de, en-fr (Multi30k), en-ru (the pool)
+    pair: str = "en-de"           # en-de, en-fr (Multi30k), en-ru (the pool), en-ru.news / en-ru.tatoeba (its domains)
     bpe_vocab: int = 32000        # ~32k BPE (App. B.1); joint source+target here
     max_len: int = 128            # training pairs longer than this (BPE pieces) are dropped
     train_limit: int = 0          # use only the first N training pairs (0 = all)
     dev_limit: int = 0            # evaluate on the first N dev pairs (0 = all)
+    test_limit: int = 0           # score the first N pairs of each test set (0 = all)
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class TrainConfig:
 
 
 # Fields added after runs were committed, left out of the run hash at these values.
-UNHASHED_DEFAULTS = {"model.head_mask": "", "model.positions": "interleaved"}
+UNHASHED_DEFAULTS = {"model.head_mask": "", "model.positions": "interleaved", "data.test_limit": 0}
 
 
 @dataclass(frozen=True)
@@ -197,8 +198,8 @@ def validate(cfg: Config) -> None:
     if m.head_mask:
         from .model import parse_mask_spec  # local import: model imports config
         parse_mask_spec(m.head_mask, m.layer_counts(), m.n_heads)
-    from .data import PAIRS, DataError, local_pair_dir  # local import: data imports config
-    if cfg.data.pair not in PAIRS:
+    from .data import ENRU_DOMAINS, PAIRS, DataError, local_pair_dir  # local import: data imports config
+    if cfg.data.pair not in PAIRS and cfg.data.pair not in ENRU_DOMAINS:
         try:
             local_pair_dir(cfg.data.pair)
         except DataError as e:

@@ -22,6 +22,12 @@ ENRU_TESTS = ("newstest2019-2020", "flores-devtest", "tatoeba-heldout")
 ENRU_HELDOUT_TATOEBA = 1000   # conversational test set carved out of train
 ENRU_HELDOUT_SEED = 2019
 NTREX_LANG = {"de": "deu", "fr": "fra", "ru": "rus"}
+# The paper's two domains (WMT news vs. OpenSubtitles, Sec. 3) as parts of the en-ru pool, by
+# `origin` prefix; each is a pair of its own. The news part is scored on held-out Tatoeba too
+# (it is the starting point of domain adaptation).
+ENRU_DOMAINS = {"en-ru.news": ("newstest", "generaltest"), "en-ru.tatoeba": ("tatoeba",)}
+ENRU_DOMAIN_TESTS = {"en-ru.news": ("newstest2019-2020", "tatoeba-heldout"), "en-ru.tatoeba": ("tatoeba-heldout",)}
+ENRU_TATOEBA_DEV = 1000       # the Tatoeba part's dev set, carved out of its train (seed + 1)
 
 
 class DataError(ValueError):
@@ -122,6 +128,22 @@ def _enru_train_heldout(root: Path) -> tuple[Corpus, Corpus]:
     return pick(keep, "train"), pick(sorted(held), "tatoeba-heldout")
 
 
+def _enru_domain(pair: str, split: str, root: Path) -> Corpus:
+    """A domain part of the en-ru pool: its train pairs; dev = newstest2018 (news) or 1,000 more
+    Tatoeba pairs carved out of train (Tatoeba); tests as for en-ru."""
+    if split not in ("train", "dev") + ENRU_DOMAIN_TESTS[pair]:
+        raise DataError(f"unknown split {split!r} for {pair}; valid: train, dev, {', '.join(ENRU_DOMAIN_TESTS[pair])}")
+    if split not in ("train", "dev") or (split == "dev" and pair == "en-ru.news"):
+        return load_split("en-ru", split, root)
+    part = load_split("en-ru", "train", root).where(lambda o: o.startswith(ENRU_DOMAINS[pair]))
+    if pair == "en-ru.news":
+        return part
+    dev = set(random.Random(ENRU_HELDOUT_SEED + 1).sample(range(len(part)), ENRU_TATOEBA_DEV))
+    idx = sorted(dev) if split == "dev" else [i for i in range(len(part)) if i not in dev]
+    return Corpus(split, tuple(part.src[i] for i in idx), tuple(part.tgt[i] for i in idx),
+                  tuple(part.origin[i] for i in idx))
+
+
 LOCAL_PAIRS = "pairs"   # <data root>/pairs/<src>-<tgt>[.<name>]/<split>.<lang>[.gz]
 
 
@@ -179,6 +201,8 @@ def write_local_pair(rows, pair: str, split: str, root: str | Path) -> dict:
 def load_split(pair: str, split: str, root: str | Path | None = None) -> Corpus:
     """One split of a language pair: `train`, `dev`, or a name from `test_sets(pair)`."""
     root = Path(root) if root else data_root()
+    if pair in ENRU_DOMAINS:
+        return _enru_domain(pair, split, root)
     if pair not in PAIRS:
         if split not in _local_splits(pair, root):
             raise DataError(f"unknown split {split!r} for {pair}; valid: {', '.join(_local_splits(pair, root))}")
@@ -204,6 +228,8 @@ def load_split(pair: str, split: str, root: str | Path | None = None) -> Corpus:
 
 
 def test_sets(pair: str) -> tuple[str, ...]:
+    if pair in ENRU_DOMAINS:
+        return ENRU_DOMAIN_TESTS[pair]
     if pair in PAIRS:
         return ENRU_TESTS if pair == "en-ru" else MULTI30K_TESTS
     return tuple(n for n in _local_splits(pair) if n not in ("train", "dev"))
@@ -226,8 +252,11 @@ def load_ntrex(lang: str, root: str | Path | None = None) -> Corpus:
 def analysis_sentences(pair: str, n: int = 0, root: str | Path | None = None) -> list[str]:
     """Held-out English sentences of the pair's own domain for head analysis (Sec. 4-5): the
     Multi30k val, test_2017_flickr and test_2017_mscoco sources (2,475; test_2016_flickr stays the
-    BLEU test), or the dev set (en-ru: newstest2018, 3,000; a local pair: its dev). The first `n` (0 = all)."""
-    if pair not in ("en-de", "en-fr"):
+    BLEU test), or the dev set (en-ru: newstest2018, 3,000; a local pair: its dev; the Tatoeba
+    part: its dev and held-out test, 2,000). The first `n` (0 = all)."""
+    if pair == "en-ru.tatoeba":
+        sents = [s for split in ("dev", "tatoeba-heldout") for s in load_split(pair, split, root).src]
+    elif pair not in ("en-de", "en-fr"):
         sents = list(load_split(pair, "dev", root).src)
     else:
         sents = [s for split in ("dev", "test_2017_flickr", "test_2017_mscoco")

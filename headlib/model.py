@@ -265,6 +265,14 @@ class Transformer(nn.Module):
             raise ValueError(f"unknown attention kind {kind!r}; valid: {', '.join(KINDS)}")
         getattr(self, self.mask_buffer_name(kind)).copy_(mask)
 
+    def attention_modules(self, kind: str) -> list[MultiHeadAttention]:
+        """The attention module of `kind` in each layer, bottom up."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown attention kind {kind!r}; valid: {', '.join(KINDS)}")
+        if kind == "enc-self":
+            return [layer.self_attn for layer in self.encoder]
+        return [layer.self_attn if kind == "dec-self" else layer.cross_attn for layer in self.decoder]
+
     def _gates(self, kind: str, gates: dict | None) -> torch.Tensor:
         g = self.head_mask(kind)
         if gates and kind in gates and gates[kind] is not None:

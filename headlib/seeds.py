@@ -51,10 +51,11 @@ def sorted_within_layers(table: pd.DataFrame, column: str) -> pd.Series:
     return ranked.set_index(["layer", "position"])[column]
 
 
-def structure_agreement(tables: dict[int, pd.DataFrame]) -> pd.DataFrame:
-    """Spearman rho between every two seeds: the sorted layer profiles of relevance and of
-    confidence (all heads), and each layer's top-head share of relevance (one value per layer)."""
-    named = {f"seed {s}": t for s, t in tables.items()}
+def structure_agreement(tables: dict[int | str, pd.DataFrame]) -> pd.DataFrame:
+    """Spearman rho between every two models (seeds, or any named models): the sorted layer
+    profiles of relevance and of confidence (all heads), and each layer's top-head share of
+    relevance (one value per layer)."""
+    named = {s if isinstance(s, str) else f"seed {s}": t for s, t in tables.items()}
     parts = [agreement({n: sorted_within_layers(t, col) for n, t in named.items()}).assign(what=f"{col}, layer profiles")
              for col in ("relevance", "confidence")]
     parts.append(agreement({n: layer_profile(t).set_index("layer")["top share"] for n, t in named.items()})

@@ -49,9 +49,14 @@ def prepare_data(cfg: Config) -> Prepared:
     train = load_split(cfg.data.pair, "train").head(cfg.data.train_limit)
     dev = load_split(cfg.data.pair, "dev").head(cfg.data.dev_limit)
     bpe = cached_bpe(train.src, train.tgt, cfg.data.bpe_vocab)
-    src, tgt = bpe.encode_batch(train.src), bpe.encode_batch(train.tgt)
-    keep = [i for i in range(len(src)) if 0 < len(src[i]) <= cfg.data.max_len and 0 < len(tgt[i]) <= cfg.data.max_len]
-    return Prepared(bpe, Encoded([src[i] for i in keep], [tgt[i] for i in keep]), dev)
+    return Prepared(bpe, encode_corpus(bpe, train, cfg.data.max_len), dev)
+
+
+def encode_corpus(bpe: BPE, corpus: Corpus, max_len: int) -> Encoded:
+    """The pairs of `corpus` as BPE ids, without pairs that have a side longer than `max_len`."""
+    src, tgt = bpe.encode_batch(corpus.src), bpe.encode_batch(corpus.tgt)
+    keep = [i for i in range(len(src)) if 0 < len(src[i]) <= max_len and 0 < len(tgt[i]) <= max_len]
+    return Encoded([src[i] for i in keep], [tgt[i] for i in keep])
 
 
 def run_dir(cfg: Config) -> Path:
@@ -278,7 +283,7 @@ def finalize(trainer: Trainer) -> dict:
     bpe.save(out / "bpe.json")
     tests = {}
     for name in test_sets(cfg.data.pair):
-        corpus = load_split(cfg.data.pair, name)
+        corpus = load_split(cfg.data.pair, name).head(cfg.data.test_limit)
         tests[name] = {"greedy": evaluate_bleu(model, bpe, corpus),
                        "beam": evaluate_bleu(model, bpe, corpus, cfg.train.beam, alpha)}
     results = {"pair": cfg.data.pair, "profile": cfg.profile, "config": cfg.to_dict(), "version": __version__,

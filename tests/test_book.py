@@ -157,6 +157,15 @@ def test_a_notebook_across_seeds_runs_once_per_pair(tmp_path):
     assert [(r.status, r.task.seed) for r in results] == [("executed", 2)]
 
 
+def test_a_notebook_with_a_fixed_pair_runs_once_for_it(tmp_path):
+    write_tiny(tmp_path / "src")
+    fixed = book.Notebook("tiny", "Tiny", pair="en-ru")
+    results = book.run("smoke", ["en-de", "en-fr"], (2, 1), tmp_path / "out", progress=False, notebooks=[fixed],
+                       src_dir=tmp_path / "src", log=print)
+    assert [(r.status, r.task.pair, r.task.seed) for r in results] == [("executed", "en-ru", 2)]
+    assert results[0].output == tmp_path / "out" / "executed" / "en-ru" / "seed2" / "tiny.ipynb"
+
+
 def test_failing_notebook_keeps_the_previous_good_output(tmp_path):
     write_tiny(tmp_path / "src")
     good = run_tiny(tmp_path)[0].output

