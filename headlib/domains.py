@@ -110,6 +110,14 @@ def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
     return row
 
 
+def shared_sources(pair: str, split: str) -> float:
+    """Share of the English sentences of `split` that also occur, with some translation, in the
+    pair's train (Tatoeba repeats sentences: its held-out pairs are unique pairs, not unique sources)."""
+    train = set(load_split(pair, "train").src)
+    held = load_split(pair, split).src
+    return sum(s in train for s in held) / len(held)
+
+
 def comparison(news: dict, tatoeba: dict) -> pd.DataFrame:
     """The two domains side by side, one row per measure."""
     def summary(d):

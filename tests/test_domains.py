@@ -13,7 +13,8 @@ from conftest import tiny_model_config
 from headlib import adapt
 from headlib.batching import Encoded
 from headlib import data
-from headlib.domains import NEWS, TATOEBA, DomainConfig, adaptation, analyse, comparison, importance_agreement, syntax_side_by_side
+from headlib.domains import (NEWS, TATOEBA, DomainConfig, adaptation, analyse, comparison, importance_agreement,
+                             shared_sources, syntax_side_by_side)
 from headlib.model import KINDS, Transformer
 
 
@@ -26,6 +27,10 @@ def test_domain_parts_of_the_pool():
     assert len(dev) == 1000 and len(tatoeba) + len(dev) == sum(o.startswith("tatoeba") for o in pool.origin)
     assert data.load_split(NEWS, "dev") == data.load_split("en-ru", "dev")                 # newstest2018
     assert data.test_sets(NEWS)[0] == "newstest2019-2020" and data.test_sets(TATOEBA)[0] == "tatoeba-heldout"
+    assert 0 < shared_sources(TATOEBA, "tatoeba-heldout") < 0.5 and shared_sources(TATOEBA, "dev") < 0.5
+    assert shared_sources(TATOEBA, "train") == 1.0
+    pairs = lambda c: set(zip(c.src, c.tgt))
+    assert not pairs(tatoeba) & (pairs(dev) | pairs(data.load_split(TATOEBA, "tatoeba-heldout")))
     with pytest.raises(data.DataError, match="en-ru.tatoeba.*valid: train, dev, tatoeba-heldout"):
         data.load_split(TATOEBA, "newstest2019-2020")
 
