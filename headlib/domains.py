@@ -122,7 +122,6 @@ def comparison(news: dict, tatoeba: dict) -> pd.DataFrame:
     """The two domains side by side, one row per measure."""
     def summary(d):
         imp, syn = pd.DataFrame(d["importance"]), pd.DataFrame(d["syntactic"])
-        top = imp.loc[imp.groupby("layer")["relevance"].idxmax()]
         pos = sorted(f"{int(r['layer'])}.{int(r['head'])} ({int(r['offset']):+d})" for r in d["positional"])
         return {"training pairs": len(load_split(d["pair"], "train")),
                 "test BLEU, own domain (beam)": d["bleu"][main_test_set(d["pair"])],
@@ -131,8 +130,7 @@ def comparison(news: dict, tatoeba: dict) -> pd.DataFrame:
                 "rare-word head (layer 1): rarest / one of two rarest": (
                     f"{int(d['rare']['layer'])}.{int(d['rare']['head'])}: {d['rare']['rarest']:.2f} / {d['rare']['top2']:.2f}"),
                 "its LRP rank in layer 1": int(d["rare"]["rank_in_layer"]),
-                "mean top-head share of relevance per layer": float(
-                    (top["relevance"] / imp.groupby("layer")["relevance"].sum().values).mean()),
+                "top-head share of |relevance|, mean over layers": float(top_shares(imp).mean()),
                 "mean confidence": float(imp["confidence"].mean())}
     return pd.DataFrame({"news": summary(news), "Tatoeba": summary(tatoeba)}).rename_axis("measure").reset_index()
 
@@ -146,9 +144,18 @@ def syntax_side_by_side(news: dict, tatoeba: dict) -> pd.DataFrame:
     return cols(news, "news: head / baseline").merge(cols(tatoeba, "Tatoeba: head / baseline"), on=["relation", "direction"])
 
 
+def top_shares(table: pd.DataFrame) -> pd.Series:
+    """Per layer, the share of the layer's |relevance| taken by its top head (defined also for a
+    layer whose heads all have negative relevance)."""
+    magnitude = table["relevance"].abs().groupby(table["layer"])
+    return magnitude.max() / magnitude.sum()
+
+
 def importance_agreement(news: dict, tatoeba: dict) -> pd.DataFrame:
-    """Spearman rho between the domains on order-free importance structure."""
-    return structure_agreement({"news": pd.DataFrame(news["importance"]), "Tatoeba": pd.DataFrame(tatoeba["importance"])})
+    """Spearman rho between the domains on order-free importance structure: the sorted layer
+    profiles of relevance and confidence, and the top-head share of |relevance| per layer."""
+    return structure_agreement({"news": pd.DataFrame(news["importance"]), "Tatoeba": pd.DataFrame(tatoeba["importance"])},
+                               top_share=top_shares)
 
 
 def _scores(model, bpe, alpha: float, beam: int, cfg: DomainConfig) -> dict:

@@ -51,15 +51,16 @@ def sorted_within_layers(table: pd.DataFrame, column: str) -> pd.Series:
     return ranked.set_index(["layer", "position"])[column]
 
 
-def structure_agreement(tables: dict[int | str, pd.DataFrame]) -> pd.DataFrame:
+def structure_agreement(tables: dict[int | str, pd.DataFrame], top_share=None) -> pd.DataFrame:
     """Spearman rho between every two models (seeds, or any named models): the sorted layer
     profiles of relevance and of confidence (all heads), and each layer's top-head share of
-    relevance (one value per layer)."""
+    relevance (one value per layer; `top_share(table)` -> a Series by layer, default
+    `crosslingual.layer_profile`'s)."""
     named = {s if isinstance(s, str) else f"seed {s}": t for s, t in tables.items()}
+    top_share = top_share or (lambda t: layer_profile(t).set_index("layer")["top share"])
     parts = [agreement({n: sorted_within_layers(t, col) for n, t in named.items()}).assign(what=f"{col}, layer profiles")
              for col in ("relevance", "confidence")]
-    parts.append(agreement({n: layer_profile(t).set_index("layer")["top share"] for n, t in named.items()})
-                 .assign(what="top-head share per layer"))
+    parts.append(agreement({n: top_share(t) for n, t in named.items()}).assign(what="top-head share per layer"))
     return pd.concat(parts, ignore_index=True)[["what", "a", "b", "rho"]]
 
 
