@@ -75,9 +75,11 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("06_pruning_encoder", "Sec. 6.2 — Pruning the encoder", after=("05_head_functions",), trains=True),
     Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True),
     Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True),
+    # trains its own domain models; before 10_around, which reads its adaptation table (A7)
+    Notebook("12_domains", "Domains and adaptation (en-ru)", pair="en-ru"),
     Notebook("10_around", "Around the paper", after=("04_important_heads", "06_pruning_encoder"), trains=True,
-             reads=("{pair}/seed{seed}/pruning/*.json",)),   # its lottery points are its own outputs
-    Notebook("12_domains", "Around the paper: domains (en-ru)", pair="en-ru"),   # trains its own domain models
+             reads=("{pair}/seed{seed}/pruning/*.json",        # its lottery points are its own outputs
+                    "en-ru.news/seed{seed}/adaptation.csv")),   # A7's verdict (12_domains)
     Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
         f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv",
                                               "rare_word_rates.csv", "pruning_*.csv"))),

@@ -48,7 +48,7 @@ class DomainConfig:
     test_limit: int = 0             # score the first N pairs of each test set after training (0 = all)
     n_target: int = 0               # held-out Tatoeba sentences scored after adaptation (0 = all 1,000)
     n_forgetting: int = 1000        # newstest2019-2020 sentences scored after adaptation
-    random_seeds: tuple[int, ...] = (1,)
+    random_seeds: tuple[int, ...] = (1, 2, 3)   # draws of random heads
     adapt: adapt.AdaptConfig = field(default_factory=adapt.AdaptConfig)
 
     @classmethod
@@ -61,6 +61,9 @@ class DomainConfig:
 
     def overrides(self) -> tuple[str, ...]:
         return (f"train.max_steps={self.updates}", "train.max_minutes=0", f"data.test_limit={self.test_limit}")
+
+
+ANALYSIS_FIELDS = ("updates", "test_limit", "n_functions", "n_lrp", "eos_mode", "margin")   # what `analyse` depends on
 
 
 def domain_model(profile: str, pair: str, seed: int, cfg: DomainConfig):
@@ -87,7 +90,7 @@ def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
     """Sec. 4-5 for one domain model; cached in the domain's results folder as `domain_heads.json`."""
     model, bpe, run = domain_model(profile, pair, seed, cfg)
     path = results_dir(profile, pair, seed) / "domain_heads.json"
-    fingerprint = _as_json({"model": model.fingerprint(), **{k: v for k, v in asdict(cfg).items() if k != "adapt"}})
+    fingerprint = _as_json({"model": model.fingerprint(), **{k: getattr(cfg, k) for k in ANALYSIS_FIELDS}})
     if row := _cached(path, fingerprint):
         return row
     sentences = analysis_sentences(pair, cfg.n_functions)
