@@ -56,7 +56,7 @@ class DomainConfig:
         """The defaults; for `smoke`, every code path in a minute."""
         if profile != "smoke":
             return cls()
-        return cls(updates=20, test_limit=20, n_functions=30, n_lrp=6, n_target=20, n_forgetting=10,
+        return cls(updates=20, test_limit=20, n_functions=30, n_lrp=6, n_target=20, n_forgetting=10, random_seeds=(1,),
                    adapt=adapt.AdaptConfig(steps=3, k=3, max_tokens=512))
 
     def overrides(self) -> tuple[str, ...]:
