@@ -33,7 +33,7 @@ def deletion_curve(score, src: torch.Tensor, order: list[int], fractions=FRACTIO
     variants = src.repeat(len(fractions), 1)                                 # (F, S)
     for i, f in enumerate(fractions):
         variants[i, order[:round(f * n)]] = UNK_ID
-    return [float(v) for v in score(variants)]
+    return [float(v) for v in score(variants).detach()]
 
 
 @torch.no_grad()
