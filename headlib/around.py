@@ -119,7 +119,7 @@ STUDIES = (
           "the ticket keeping 1/4 of the encoder heads loses <= 0.5 test BLEU (beam) and its encoder is >= 1.2x "
           "faster (partly: one of the two)", a6_lottery),
     Claim("A7", "Chen et al. 2025 (ALPS)", "Updating only task-sensitive heads adapts a model across domains",
-          "10% of attention parameters, +2% over full fine-tuning",
+          "10% of attention parameters, +2% over baselines",
           "the most shifted 10% of heads recover >= 90% of the all-parameter fine-tune's BLEU gain on the new "
           "domain and beat as many random heads (partly: one of the two)", a7_head_adaptation),
     Claim("A8", "Chen et al. 2024", "LRP restricted to important heads gives better explanations", "+3 to +33% on explanation metrics",
