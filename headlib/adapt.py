@@ -34,7 +34,7 @@ Head = tuple[str, int, int]   # (kind, layer, head), 0-based layer and head
 
 @dataclass(frozen=True)
 class AdaptConfig:
-    steps: int = 300              # fine-tuning updates, the same for every way
+    steps: int = 200              # fine-tuning updates, the same for every way (the chapter's time budget)
     lr: float = 3e-4              # constant (the model has converged on its own domain)
     k: int = 14                   # heads updated by `alps` and `random`: 10% of 144 (ALPS)
     max_tokens: int = 4096

@@ -47,7 +47,7 @@ class DomainConfig:
     margin: float = 0.10            # a syntactic head beats the positional baseline by this much
     test_limit: int = 0             # score the first N pairs of each test set after training (0 = all)
     n_target: int = 0               # held-out Tatoeba sentences scored after adaptation (0 = all 1,000)
-    n_forgetting: int = 1000        # newstest2019-2020 sentences scored after adaptation
+    n_forgetting: int = 500         # newstest2019-2020 sentences scored after adaptation
     random_seeds: tuple[int, ...] = (1, 2, 3)   # draws of random heads
     adapt: adapt.AdaptConfig = field(default_factory=adapt.AdaptConfig)
 
