@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .batching import Encoded, collate, epoch_order, make_batches
+from .batching import Encoded, batch_stream
 from .model import KINDS
 from .train import token_loss
 
@@ -101,18 +101,14 @@ def finetune(model, train: Encoded, cfg: AdaptConfig, masks: dict[str, torch.Ten
         p.requires_grad_(name in trainable)
     masks = None if masks is None else {n: m.to(dev) for n, m in masks.items()}
     opt = torch.optim.Adam([params[n] for n in trainable], lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
-    batches = make_batches(train, cfg.max_tokens)
-    order, epoch, history = [], 0, []
+    stream, history = batch_stream(train, cfg.max_tokens, cfg.seed), []
     steps = range(cfg.steps)
     if progress:
         from tqdm.auto import tqdm
         steps = tqdm(steps, desc="adapt", leave=False)
     t0 = time.time()
     for step in steps:
-        if not order:
-            order = epoch_order(len(batches), cfg.seed, epoch)
-            epoch += 1
-        src, tgt_in, tgt_out = (t.to(dev) for t in collate(train, batches[order.pop()]))
+        src, tgt_in, tgt_out = (t.to(dev) for t in next(stream))
         opt.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             loss, ntok = token_loss(model, src, tgt_in, tgt_out, cfg.label_smoothing)

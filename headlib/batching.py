@@ -7,8 +7,10 @@ the data-iterator state is just (epoch, position).
 """
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 
@@ -45,6 +47,15 @@ def epoch_order(n_batches: int, seed: int, epoch: int) -> list[int]:
     order = list(range(n_batches))
     random.Random(seed * 100_003 + epoch).shuffle(order)
     return order
+
+
+def batch_stream(data: Encoded, max_tokens: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """`collate`d batches without end for loops that count updates, not epochs (pruning,
+    adaptation): epoch after epoch, each in `epoch_order(seed, epoch)` read from its end."""
+    batches = make_batches(data, max_tokens)
+    for epoch in itertools.count():
+        for i in reversed(epoch_order(len(batches), seed, epoch)):
+            yield collate(data, batches[i])
 
 
 def pad(seqs: list[list[int]]) -> torch.Tensor:

@@ -174,8 +174,9 @@ def verdicts(dirs: dict[str, Path], claims: tuple[Claim, ...] = CLAIMS) -> pd.Da
 
 
 def styled(table: pd.DataFrame, wide=()):
-    """A verdict table for the book: verdicts coloured, text left-aligned and wrapped, the `wide`
-    text columns 12-22em wide."""
-    return (table.style.map(lambda v: VERDICT_STYLE.get(v, ""), subset=["verdict"]).hide(axis="index")
+    """A verdict table for the book: verdicts (columns named `verdict` or `<model>: verdict`)
+    coloured, text left-aligned and wrapped, the `wide` text columns 12-22em wide."""
+    verdict_columns = [c for c in table.columns if c == "verdict" or c.endswith(": verdict")]
+    return (table.style.map(lambda v: VERDICT_STYLE.get(v, ""), subset=verdict_columns).hide(axis="index")
             .set_properties(**{"text-align": "left", "vertical-align": "top", "white-space": "normal"})
             .set_properties(subset=list(wide), **{"min-width": "12em", "max-width": "22em"}))

@@ -64,6 +64,8 @@ class DomainConfig:
 
 
 ANALYSIS_FIELDS = ("updates", "test_limit", "n_functions", "n_lrp", "eos_mode", "margin")   # what `analyse` depends on
+# the result tables of Sec. 4-5 (as the section pages write them), which `headlib.claims` reads
+TABLES = ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv", "rare_word_rates.csv")
 
 
 def domain_model(profile: str, pair: str, seed: int, cfg: DomainConfig):
@@ -87,11 +89,13 @@ def _cached(path: Path, fingerprint: dict):
 
 
 def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
-    """Sec. 4-5 for one domain model; cached in the domain's results folder as `domain_heads.json`."""
+    """Sec. 4-5 for one domain model; cached in the domain's results folder as `domain_heads.json`,
+    written after the section pages' `TABLES` beside it."""
     model, bpe, run = domain_model(profile, pair, seed, cfg)
-    path = results_dir(profile, pair, seed) / "domain_heads.json"
+    folder = results_dir(profile, pair, seed)
+    path = folder / "domain_heads.json"
     fingerprint = _as_json({"model": model.fingerprint(), **{k: getattr(cfg, k) for k in ANALYSIS_FIELDS}})
-    if row := _cached(path, fingerprint):
+    if (row := _cached(path, fingerprint)) and all((folder / t).is_file() for t in TABLES):
         return row
     sentences = analysis_sentences(pair, cfg.n_functions)
     maps = encoder_attention(model, bpe, sentences)
@@ -102,6 +106,8 @@ def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
     best = syntactic_heads(syntactic, baseline, cfg.margin)
     rates = rare_word_rates(maps, bpe.encode_batch(sentences), piece_frequencies(bpe, load_split(pair, "train").src))
     rare = rates[rates["layer"] == 1].merge(importance[["layer", "head", "rank_in_layer"]], on=["layer", "head"])
+    for name, table in zip(TABLES, (importance, positional, best, rates)):
+        write_text(folder / name, table.to_csv(index=False))
     row = {"fingerprint": fingerprint, "pair": pair, "n_sentences": len(sentences), "lrp_steps": steps,
            "bleu": {name: t["beam"]["bleu"] for name, t in run["test"].items()}, "updates": run["steps"],
            "importance": importance.to_dict("records"),
@@ -159,6 +165,19 @@ def importance_agreement(news: dict, tatoeba: dict) -> pd.DataFrame:
     profiles of relevance and confidence, and the top-head share of |relevance| per layer."""
     return structure_agreement({"news": pd.DataFrame(news["importance"]), "Tatoeba": pd.DataFrame(tatoeba["importance"])},
                                top_share=top_shares)
+
+
+def claims_side_by_side(profile: str, seed: int) -> pd.DataFrame:
+    """The paper's Sec. 4-5 claims (C1-C5, `headlib.claims`) on both domain models: our value and
+    verdict for each."""
+    from .claims import CLAIMS, claims_table
+    analysis = tuple(c for c in CLAIMS if c.section.split(".")[0] in ("4", "5"))
+    tables = {name: claims_table(results_dir(profile, pair, seed), analysis)
+              for name, pair in (("news", NEWS), ("Tatoeba", TATOEBA))}
+    both = next(iter(tables.values()))[["claim", "the paper says", "paper", "criterion"]]
+    for name, t in tables.items():
+        both = both.assign(**{f"{name}: ours": t["ours"], f"{name}: verdict": t["verdict"]})
+    return both
 
 
 def _scores(model, bpe, alpha: float, beam: int, cfg: DomainConfig) -> dict:

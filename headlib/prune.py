@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .batching import collate, epoch_order, make_batches
+from .batching import batch_stream
 from .gates import HardConcreteGates
 from .model import parse_mask_spec
 from .subset import SubsetGates
@@ -96,18 +96,14 @@ def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tu
     if gates is not None:
         groups.append({"params": gates.parameters(), "lr": cfg.gate_lr})
     opt = torch.optim.Adam(groups, betas=(0.9, 0.98), eps=1e-9)
-    batches = make_batches(data.train, cfg.max_tokens)
-    order, epoch, history = [], 0, []
+    stream, history = batch_stream(data.train, cfg.max_tokens, cfg.seed), []
     steps = range(cfg.steps)
     if progress:
         from tqdm.auto import tqdm
         steps = tqdm(steps, desc=f"prune {'+'.join(cfg.kinds)} {cfg.method} lambda={cfg.lam} k={cfg.k}", leave=False)
     t0 = time.time()
     for step in steps:
-        if not order:
-            order = epoch_order(len(batches), cfg.seed, epoch)
-            epoch += 1
-        src, tgt_in, tgt_out = (t.to(dev) for t in collate(data.train, batches[order.pop()]))
+        src, tgt_in, tgt_out = (t.to(dev) for t in next(stream))
         opt.zero_grad(set_to_none=True)
         if isinstance(gates, SubsetGates):
             gates.anneal(step / max(cfg.steps - 1, 1))

@@ -13,8 +13,9 @@ from conftest import tiny_model_config
 from headlib import adapt
 from headlib.batching import Encoded
 from headlib import data
-from headlib.domains import (NEWS, TATOEBA, DomainConfig, adaptation, analyse, comparison, importance_agreement,
-                             shared_sources, syntax_side_by_side)
+from headlib.claims import MISSING
+from headlib.domains import (NEWS, TATOEBA, DomainConfig, adaptation, analyse, claims_side_by_side, comparison,
+                             importance_agreement, shared_sources, syntax_side_by_side)
 from headlib.model import KINDS, Transformer
 
 
@@ -101,6 +102,9 @@ def test_domains_and_adaptation_end_to_end_smoke():
     assert list(t.columns) == ["measure", "news", "Tatoeba"] and len(t) == 8
     assert len(syntax_side_by_side(news, tatoeba)) == 8
     assert set(importance_agreement(news, tatoeba)["rho"].notna()) == {True}
+    claims = claims_side_by_side("smoke", 1)                                   # from the tables analyse wrote
+    assert list(claims["claim"]) == ["C1", "C2", "C3", "C4", "C5"]
+    assert MISSING not in set(claims["news: verdict"]) | set(claims["Tatoeba: verdict"])
     table = adaptation("smoke", 1, cfg)
     assert list(table["way"]) == ["none", "all", "alps-k3", "random-k3-s1"]
     assert table["updated"].iloc[0] == 0 and table["updated share"].iloc[1] == 1.0
