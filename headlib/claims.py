@@ -152,6 +152,13 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
+# What Sec. 4-5 measure on a trained model, without pruning (C6-C9 need the Sec. 6 sweeps).
+ANALYSIS_CLAIMS = tuple(c for c in CLAIMS if c.key in ("C1", "C2", "C3", "C4", "C5"))
+# A verdict said of one claim and of several ("C1 holds", "C3, C4 do not hold").
+VERDICT_WORDS = {HOLDS: ("holds", "hold"), PARTLY: ("holds in part", "hold in part"),
+                 FAILS: ("does not hold", "do not hold"), MISSING: ("is not measured", "are not measured")}
+
+
 def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
     """One row per claim for the results dir of one (profile, pair, seed)."""
     rows = []
@@ -176,7 +183,7 @@ def verdicts(dirs: dict[str, Path], claims: tuple[Claim, ...] = CLAIMS) -> pd.Da
 def styled(table: pd.DataFrame, wide=()):
     """A verdict table for the book: verdicts (columns named `verdict` or `<model>: verdict`)
     coloured, text left-aligned and wrapped, the `wide` text columns 12-22em wide."""
-    verdict_columns = [c for c in table.columns if c == "verdict" or c.endswith(": verdict")]
+    verdict_columns = [c for c in table.columns if str(c) == "verdict" or str(c).endswith(": verdict")]
     return (table.style.map(lambda v: VERDICT_STYLE.get(v, ""), subset=verdict_columns).hide(axis="index")
             .set_properties(**{"text-align": "left", "vertical-align": "top", "white-space": "normal"})
             .set_properties(subset=list(wide), **{"min-width": "12em", "max-width": "22em"}))

@@ -19,6 +19,7 @@ ALPS heads, random heads) and scored on held-out Tatoeba (the target) and on new
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import adapt
+from .claims import ANALYSIS_CLAIMS, CLAIMS, VERDICT_WORDS, claims_table
 from .data import analysis_sentences, load_split, main_test_set
 from .files import write_json, write_text
 from .heads import (confidence, encoder_attention, head_functions, importance_table, parse_spacy,
@@ -64,7 +66,8 @@ class DomainConfig:
 
 
 ANALYSIS_FIELDS = ("updates", "test_limit", "n_functions", "n_lrp", "eos_mode", "margin")   # what `analyse` depends on
-# the result tables of Sec. 4-5 (as the section pages write them), which `headlib.claims` reads
+# The Sec. 4-5 result tables that `headlib.claims` reads, in the section pages' format (not their
+# sentence counts: `n_functions` held-out sentences here, LRP on the first `n_lrp`).
 TABLES = ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv", "rare_word_rates.csv")
 
 
@@ -88,14 +91,19 @@ def _cached(path: Path, fingerprint: dict):
     return None
 
 
+def _digests(folder: Path) -> dict[str, str | None]:
+    return {t: hashlib.sha256((folder / t).read_bytes()).hexdigest()[:16] if (folder / t).is_file() else None
+            for t in TABLES}
+
+
 def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
     """Sec. 4-5 for one domain model; cached in the domain's results folder as `domain_heads.json`,
-    written after the section pages' `TABLES` beside it."""
+    with `TABLES` beside it (the JSON records their digests: a cache hit needs the very tables it wrote)."""
     model, bpe, run = domain_model(profile, pair, seed, cfg)
     folder = results_dir(profile, pair, seed)
     path = folder / "domain_heads.json"
     fingerprint = _as_json({"model": model.fingerprint(), **{k: getattr(cfg, k) for k in ANALYSIS_FIELDS}})
-    if (row := _cached(path, fingerprint)) and all((folder / t).is_file() for t in TABLES):
+    if (row := _cached(path, fingerprint)) and row.get("tables") == _digests(folder):
         return row
     sentences = analysis_sentences(pair, cfg.n_functions)
     maps = encoder_attention(model, bpe, sentences)
@@ -108,7 +116,7 @@ def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
     rare = rates[rates["layer"] == 1].merge(importance[["layer", "head", "rank_in_layer"]], on=["layer", "head"])
     for name, table in zip(TABLES, (importance, positional, best, rates)):
         write_text(folder / name, table.to_csv(index=False))
-    row = {"fingerprint": fingerprint, "pair": pair, "n_sentences": len(sentences), "lrp_steps": steps,
+    row = {"fingerprint": fingerprint, "tables": _digests(folder), "pair": pair, "n_sentences": len(sentences), "lrp_steps": steps,
            "bleu": {name: t["beam"]["bleu"] for name, t in run["test"].items()}, "updates": run["steps"],
            "importance": importance.to_dict("records"),
            "positional": positional[positional["positional"]].to_dict("records"),
@@ -168,16 +176,37 @@ def importance_agreement(news: dict, tatoeba: dict) -> pd.DataFrame:
 
 
 def claims_side_by_side(profile: str, seed: int) -> pd.DataFrame:
-    """The paper's Sec. 4-5 claims (C1-C5, `headlib.claims`) on both domain models: our value and
+    """The paper's Sec. 4-5 claims (`claims.ANALYSIS_CLAIMS`) on both domain models: our value and
     verdict for each."""
-    from .claims import CLAIMS, claims_table
-    analysis = tuple(c for c in CLAIMS if c.section.split(".")[0] in ("4", "5"))
-    tables = {name: claims_table(results_dir(profile, pair, seed), analysis)
+    tables = {name: claims_table(results_dir(profile, pair, seed), ANALYSIS_CLAIMS)
               for name, pair in (("news", NEWS), ("Tatoeba", TATOEBA))}
     both = next(iter(tables.values()))[["claim", "the paper says", "paper", "criterion"]]
     for name, t in tables.items():
         both = both.assign(**{f"{name}: ours": t["ours"], f"{name}: verdict": t["verdict"]})
     return both
+
+
+def claims_summary(claims: pd.DataFrame) -> str:
+    """`claims_side_by_side` in one line: "news model: C2 holds in part, C1/C3 do not hold; Tatoeba
+    model: ..." (verdicts in the order of `claims.VERDICT_WORDS`)."""
+    def part(name):
+        verdicts = claims[f"{name}: verdict"]
+        groups = [(v, list(claims.loc[verdicts == v, "claim"])) for v in VERDICT_WORDS if (verdicts == v).any()]
+        return f"{name} model: " + ", ".join(f"{'/'.join(keys)} {VERDICT_WORDS[v][len(keys) > 1]}" for v, keys in groups)
+    return "; ".join(part(name) for name in ("news", "Tatoeba"))
+
+
+def claims_note(pairs: list[str]) -> str:
+    """What the Claims page says of the domain models among `pairs` (empty if none)."""
+    found = [p for p in pairs if p in (NEWS, TATOEBA)]
+    if not found:
+        return ""
+    analysed = {c.key for c in ANALYSIS_CLAIMS}
+    rest = ", ".join(c.key for c in CLAIMS if c.key not in analysed)
+    which = " and ".join(f"`{p}`" for p in found)
+    return (f"{which} {'are the en-ru models' if len(found) > 1 else 'is an en-ru model'} of the Domains and "
+            "adaptation page (one per domain of the en-ru pool), analysed there on their own held-out sentences "
+            f"and not pruned, so {rest} are not measured for {'them' if len(found) > 1 else 'it'}.")
 
 
 def _scores(model, bpe, alpha: float, beam: int, cfg: DomainConfig) -> dict:
@@ -241,6 +270,7 @@ def main(argv=None) -> None:
     print(comparison(news, tatoeba).to_string(index=False))
     print(syntax_side_by_side(news, tatoeba).to_string(index=False))
     print(importance_agreement(news, tatoeba).to_string(index=False))
+    print(claims_summary(claims_side_by_side(args.profile, args.seed)))
     if not args.skip_adaptation:
         print(adaptation(args.profile, args.seed, cfg, progress=True).to_string(index=False))
 

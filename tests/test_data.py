@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from headlib.batching import Encoded, collate, epoch_order, make_batches
+from headlib.batching import Encoded, batch_stream, collate, epoch_order, make_batches
 from headlib.bpe import BOS_ID, EOS_ID, PAD_ID, cached_bpe, normalize
 from headlib.data import DataError, data_root, load_split, read_lines, read_parallel, read_tsv
 from headlib.files import atomic_write, write_json, write_text
@@ -279,3 +279,14 @@ def test_local_pair_from_translation_records_trains_end_to_end(tmp_path, monkeyp
         load_split("en-de.wmt", "test")
     with pytest.raises(ValueError, match="data.pair: unknown pair 'en-yy'.*pairs/en-yy"):
         get_config("smoke", pair="en-yy")
+
+
+def test_batch_stream_reads_each_epoch_order_from_its_end():
+    import itertools
+    data = Encoded([[4 + i % 7] * (1 + i % 5) for i in range(60)], [[5] * (1 + i % 3) for i in range(60)])
+    batches = make_batches(data, 16)
+    key = lambda src: tuple(map(tuple, src.tolist()))
+    by_src = {key(collate(data, b)[0]): i for i, b in enumerate(batches)}
+    assert len(by_src) == len(batches) > 3
+    seen = [by_src[key(src)] for src, _, _ in itertools.islice(batch_stream(data, 16, seed=3), 3 * len(batches))]
+    assert seen == [i for epoch in range(3) for i in reversed(epoch_order(len(batches), 3, epoch))]

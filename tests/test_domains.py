@@ -13,10 +13,11 @@ from conftest import tiny_model_config
 from headlib import adapt
 from headlib.batching import Encoded
 from headlib import data
-from headlib.claims import MISSING
-from headlib.domains import (NEWS, TATOEBA, DomainConfig, adaptation, analyse, claims_side_by_side, comparison,
-                             importance_agreement, shared_sources, syntax_side_by_side)
+from headlib.claims import FAILS, HOLDS, MISSING, PARTLY
+from headlib.domains import (NEWS, TATOEBA, DomainConfig, adaptation, analyse, claims_note, claims_side_by_side,
+                             claims_summary, comparison, importance_agreement, shared_sources, syntax_side_by_side)
 from headlib.model import KINDS, Transformer
+from headlib.results import results_dir
 
 
 def test_domain_parts_of_the_pool():
@@ -105,8 +106,25 @@ def test_domains_and_adaptation_end_to_end_smoke():
     claims = claims_side_by_side("smoke", 1)                                   # from the tables analyse wrote
     assert list(claims["claim"]) == ["C1", "C2", "C3", "C4", "C5"]
     assert MISSING not in set(claims["news: verdict"]) | set(claims["Tatoeba: verdict"])
+    folder = results_dir("smoke", NEWS, 1)                                     # a table the JSON did not write
+    (folder / "syntactic_best.csv").unlink()
+    assert analyse("smoke", NEWS, 1, cfg, nlp) == news and (folder / "syntactic_best.csv").is_file()
+    stamp = (folder / "domain_heads.json").stat().st_mtime_ns
+    analyse("smoke", NEWS, 1, cfg, nlp)
+    assert (folder / "domain_heads.json").stat().st_mtime_ns == stamp             # a real cache hit
     table = adaptation("smoke", 1, cfg)
     assert list(table["way"]) == ["none", "all", "alps-k3", "random-k3-s1"]
     assert table["updated"].iloc[0] == 0 and table["updated share"].iloc[1] == 1.0
     assert table["updated"].iloc[2] == table["updated"].iloc[3] > 0
     assert adaptation("smoke", 1, cfg).equals(table)                           # read back
+
+
+def test_claims_summary_and_note_on_hand_built_verdicts():
+    import pandas as pd
+    claims = pd.DataFrame({"claim": ["C1", "C2", "C3", "C4"], "news: verdict": [FAILS, PARTLY, FAILS, MISSING],
+                           "Tatoeba: verdict": [HOLDS, HOLDS, PARTLY, FAILS]})
+    assert claims_summary(claims) == ("news model: C2 holds in part, C1/C3 do not hold, C4 is not measured; "
+                                      "Tatoeba model: C1/C2 hold, C3 holds in part, C4 does not hold")
+    assert claims_note(["en-de", "en-fr"]) == ""
+    assert claims_note([NEWS, TATOEBA]).startswith(f"`{NEWS}` and `{TATOEBA}` are the en-ru models")
+    assert claims_note([TATOEBA]).endswith("so C6, C7, C8, C9 are not measured for it.")

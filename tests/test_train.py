@@ -156,18 +156,3 @@ def test_smoke_run_results(smoke_run):
     from headlib.files import artifacts_dir
     assert out.is_relative_to(artifacts_dir())
 
-
-def test_batch_stream_visits_every_batch_once_per_epoch_in_a_new_order():
-    import itertools
-    import random
-    from headlib.batching import batch_stream, make_batches
-    from conftest import reverse_batch
-    data = reverse_batch(random.Random(1), 300, 12)
-    batches = make_batches(data, 64)
-    key = lambda src: tuple(map(tuple, src.tolist()))
-    by_src = {key(collate(data, b)[0]): i for i, b in enumerate(batches)}
-    assert len(by_src) == len(batches)
-    seen = [by_src[key(src)] for src, _, _ in itertools.islice(batch_stream(data, 64, seed=3), 3 * len(batches))]
-    epochs = [seen[i * len(batches):(i + 1) * len(batches)] for i in range(3)]
-    assert all(sorted(e) == list(range(len(batches))) for e in epochs)
-    assert epochs[0] != epochs[1] != epochs[2]
