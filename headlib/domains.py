@@ -177,10 +177,10 @@ def importance_agreement(news: dict, tatoeba: dict) -> pd.DataFrame:
 
 def claims_side_by_side(profile: str, seed: int) -> pd.DataFrame:
     """The paper's Sec. 4-5 claims (`claims.ANALYSIS_CLAIMS`) on both domain models: our value and
-    verdict for each."""
+    verdict for each (the criteria are those of the Claims page)."""
     tables = {name: claims_table(results_dir(profile, pair, seed), ANALYSIS_CLAIMS)
               for name, pair in (("news", NEWS), ("Tatoeba", TATOEBA))}
-    both = next(iter(tables.values()))[["claim", "the paper says", "paper", "criterion"]]
+    both = next(iter(tables.values()))[["claim", "the paper says", "paper"]]
     for name, t in tables.items():
         both = both.assign(**{f"{name}: ours": t["ours"], f"{name}: verdict": t["verdict"]})
     return both
