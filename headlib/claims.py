@@ -154,7 +154,7 @@ CLAIMS: tuple[Claim, ...] = (
 
 # What Sec. 4-5 measure on a trained model, without pruning (C6-C9 need the Sec. 6 sweeps).
 ANALYSIS_CLAIMS = tuple(c for c in CLAIMS if c.key in ("C1", "C2", "C3", "C4", "C5"))
-# A verdict said of one claim and of several ("C1 holds", "C3, C4 do not hold").
+# A verdict said of one claim and of several ("C1 holds", "C3/C4 do not hold").
 VERDICT_WORDS = {HOLDS: ("holds", "hold"), PARTLY: ("holds in part", "hold in part"),
                  FAILS: ("does not hold", "do not hold"), MISSING: ("is not measured", "are not measured")}
 

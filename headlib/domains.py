@@ -116,8 +116,9 @@ def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
     rare = rates[rates["layer"] == 1].merge(importance[["layer", "head", "rank_in_layer"]], on=["layer", "head"])
     for name, table in zip(TABLES, (importance, positional, best, rates)):
         write_text(folder / name, table.to_csv(index=False))
-    row = {"fingerprint": fingerprint, "tables": _digests(folder), "pair": pair, "n_sentences": len(sentences), "lrp_steps": steps,
-           "bleu": {name: t["beam"]["bleu"] for name, t in run["test"].items()}, "updates": run["steps"],
+    row = {"fingerprint": fingerprint, "tables": _digests(folder), "pair": pair, "n_sentences": len(sentences),
+           "lrp_steps": steps, "bleu": {name: t["beam"]["bleu"] for name, t in run["test"].items()},
+           "updates": run["steps"],
            "importance": importance.to_dict("records"),
            "positional": positional[positional["positional"]].to_dict("records"),
            "syntactic": best.to_dict("records"),

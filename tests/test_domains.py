@@ -106,7 +106,7 @@ def test_domains_and_adaptation_end_to_end_smoke():
     claims = claims_side_by_side("smoke", 1)                                   # from the tables analyse wrote
     assert list(claims["claim"]) == ["C1", "C2", "C3", "C4", "C5"]
     assert MISSING not in set(claims["news: verdict"]) | set(claims["Tatoeba: verdict"])
-    folder = results_dir("smoke", NEWS, 1)                                     # a table the JSON did not write
+    folder = results_dir("smoke", NEWS, 1)                                     # a missing table: recomputed
     (folder / "syntactic_best.csv").unlink()
     assert analyse("smoke", NEWS, 1, cfg, nlp) == news and (folder / "syntactic_best.csv").is_file()
     stamp = (folder / "domain_heads.json").stat().st_mtime_ns

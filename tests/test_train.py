@@ -155,4 +155,3 @@ def test_smoke_run_results(smoke_run):
     # the run lives under HEADLIB_ARTIFACTS, not in the repository
     from headlib.files import artifacts_dir
     assert out.is_relative_to(artifacts_dir())
-
