@@ -89,7 +89,7 @@ def a7_head_adaptation(out):
     return (f"held-out Tatoeba BLEU of the news model {start:.2f}; adapted, all parameters {full:.2f}; only the "
             f"{int(alps['heads'])} most shifted heads ({alps['updated share']:.1%} of the parameters) "
             f"{alps['tatoeba']:.2f} ({recovered:.0%} of the gain); {int(alps['heads'])} random heads "
-            f"{rand.mean():.2f}"), verdict
+            f"{rand.mean():.2f} (mean of {len(rand)} draws, {rand.min():.2f}-{rand.max():.2f})"), verdict
 
 
 def a8_refined_lrp(out):
