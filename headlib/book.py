@@ -78,8 +78,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     # trains its own domain models; before 10_around, which reads its adaptation table (A7)
     Notebook("12_domains", "Domains and adaptation (en-ru)", pair="en-ru"),
     Notebook("10_around", "Around the paper", after=("04_important_heads", "06_pruning_encoder"), trains=True,
-             reads=("{pair}/seed{seed}/pruning/*.json",        # its lottery points are its own outputs
-                    "en-ru.news/seed{seed}/adaptation.csv")),   # A7's verdict (12_domains)
+             reads=("{pair}/seed{seed}/pruning/enc-self-lam*.json",   # A6: Hard Concrete's encoder points
+                    "{pair}/seed{seed}/pruning/scratch-*.json",        # and their from-scratch runs
+                    "en-ru.news/seed{seed}/adaptation.csv")),         # A7's verdict (12_domains)
     Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
         f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv",
                                               "rare_word_rates.csv", "pruning_*.csv"))),
