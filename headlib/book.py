@@ -44,7 +44,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Sequence
 
 from . import __version__
-from .files import artifacts_dir, write_json, write_text
+from .files import artifacts_dir, file_digest, write_json, write_text
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -133,10 +133,6 @@ def source_digest(path: Path) -> str:
     """Hash of what a notebook computes: cell types, sources and tags (not outputs or metadata)."""
     cells = [[c.cell_type, c.source, sorted(c.get("metadata", {}).get("tags", []))] for c in _read_nb(path).cells]
     return hashlib.sha256(json.dumps(cells).encode()).hexdigest()[:16]
-
-
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 def manifest_path(output: Path) -> Path:

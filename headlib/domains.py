@@ -19,7 +19,6 @@ ALPS heads, random heads) and scored on held-out Tatoeba (the target) and on new
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ import pandas as pd
 from . import adapt
 from .claims import ANALYSIS_CLAIMS, CLAIMS, VERDICT_WORDS, claims_table
 from .data import analysis_sentences, load_split, main_test_set
-from .files import write_json, write_text
+from .files import file_digest, write_json, write_text
 from .heads import (confidence, encoder_attention, head_functions, importance_table, parse_spacy,
                     piece_frequencies, positional_heads, rare_word_rates, syntactic_accuracy, syntactic_heads)
 from .lrp import head_relevance
@@ -92,8 +91,7 @@ def _cached(path: Path, fingerprint: dict):
 
 
 def _digests(folder: Path) -> dict[str, str | None]:
-    return {t: hashlib.sha256((folder / t).read_bytes()).hexdigest()[:16] if (folder / t).is_file() else None
-            for t in TABLES}
+    return {t: file_digest(folder / t) if (folder / t).is_file() else None for t in TABLES}
 
 
 def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:

@@ -5,6 +5,7 @@ checkpoints).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -27,6 +28,11 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def file_digest(path: str | Path) -> str:
+    """First 16 hex digits of the file's SHA-256: what a cache key records of a file it read."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 def write_text(path: str | Path, text: str) -> Path:
