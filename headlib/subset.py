@@ -71,3 +71,16 @@ class SubsetGates(nn.Module):
 
     def scores(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu().clone() for k, v in self._split(self.logits).items()}
+
+
+def subset_overlap(logits: torch.Tensor, k: int, draws: int = 10_000, seed: int = 0) -> float:
+    """Expected share of the k kept heads (the k largest `logits`) that a training subset contains
+    as tau -> 0, where the soft top-k is the hard top-k of the Gumbel-perturbed logits: 1 when the
+    logits have separated, k / n when the noise alone decides."""
+    flat = logits.detach().flatten().double().cpu()
+    kept = keep_top(flat, k).bool()
+    gen = torch.Generator().manual_seed(seed)
+    u = torch.rand(draws, flat.numel(), generator=gen, dtype=torch.float64).clamp(EPS, 1 - 1e-7)
+    noisy = (flat - torch.log(-torch.log(u))).topk(k, dim=-1).indices        # (draws, k)
+    return float(kept[noisy].double().mean())
+

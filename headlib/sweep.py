@@ -181,6 +181,22 @@ def sweep_table(rows: list[dict], full: dict, tuned: dict | None = None) -> pd.D
     return table
 
 
+def method_gaps(methods: pd.DataFrame) -> pd.DataFrame:
+    """Per head count k of a method comparison (rows: k, method, BLEU; several rows for the random
+    draws): the best fine-tuned method and its mean BLEU, the spread between the best and worst
+    fine-tuned method means, and how far the random draws' mean falls behind the best method.
+    Training from scratch is a different budget and is left out."""
+    means = (methods[methods["method"] != "from scratch"]
+             .groupby(["k", "method"])["BLEU"].mean().reset_index())
+    rows = []
+    for k, at in means.groupby("k"):
+        at = at.set_index("method")["BLEU"]
+        rows.append({"k": int(k), "best": at.idxmax(), "best BLEU": float(at.max()),
+                     "spread": float(at.max() - at.min()),
+                     "random gap": float(at.max() - at["random"]) if "random" in at else float("nan")})
+    return pd.DataFrame(rows)
+
+
 def kind_mask(row: dict, kind: str) -> torch.Tensor:
     """The 0/1 (layers, heads) mask of one kind in a point (or scratch run) row."""
     part = next(p for p in row["mask"].split(",") if p.startswith(kind + ":"))

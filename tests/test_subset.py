@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from headlib.subset import SubsetGates, soft_top_k
+from headlib.subset import SubsetGates, soft_top_k, subset_overlap
 
 
 @pytest.mark.parametrize("k", [1, 3, 7])
@@ -42,3 +42,12 @@ def test_anneal_is_log_linear_and_bad_k_is_named():
     assert gates.tau == pytest.approx(1e-2)
     with pytest.raises(ValueError, match="prune.k must be in 1..8"):
         SubsetGates({"enc-self": (2, 4)}, k=9)
+
+
+def test_subset_overlap_is_one_for_separated_logits_and_k_over_n_for_equal_ones():
+    separated = torch.tensor([50.0, 40.0, 30.0, 0.0, -10.0, -20.0])
+    assert subset_overlap(separated, 3) == 1.0
+    assert abs(subset_overlap(torch.zeros(48), 12) - 12 / 48) < 0.01    # random subsets
+    between = subset_overlap(torch.tensor([2.0, 1.0, 0.0, -1.0]), 2)
+    assert 0.5 < between < 1.0
+

@@ -8,8 +8,8 @@ import torch
 
 from headlib.config import get_config
 from headlib.model import Transformer, mask_spec, parse_mask_spec
-from headlib.sweep import (canonical_spec, enrichment, nearest, prune_point, pruning_order, scratch_config,
-                           survival)
+from headlib.sweep import (canonical_spec, enrichment, method_gaps, nearest, prune_point, pruning_order,
+                           scratch_config, survival)
 
 LAYERS = {"enc-self": 2, "dec-self": 2, "dec-enc": 2}
 
@@ -128,3 +128,14 @@ def test_encoder_first_cross_last_needs_a_real_order():
     assert not encoder_first_cross_last([("enc-self", inf), ("dec-self", inf), ("dec-enc", inf)])   # nothing pruned
     assert not encoder_first_cross_last([("dec-self", 0.01), ("enc-self", 0.1), ("dec-enc", 1.0)])
     assert not encoder_first_cross_last([("enc-self", 0.1), ("dec-enc", 0.1), ("dec-self", 0.1)])   # a tie is not first
+
+
+def test_method_gaps_compare_the_random_mean_with_the_best_method_per_k():
+    methods = pd.DataFrame([(3, "DSP", 30.0), (3, "random", 26.0), (3, "random", 28.0), (3, "LRP", 29.0),
+                            (3, "from scratch", 33.0), (12, "DSP", 35.0), (12, "random", 35.2), (12, "LRP", 34.6)],
+                           columns=["k", "method", "BLEU"])
+    gaps = method_gaps(methods).set_index("k")
+    assert gaps.loc[3, "best"] == "DSP" and gaps.loc[3, "best BLEU"] == 30.0   # from scratch left out
+    assert gaps.loc[3, "spread"] == pytest.approx(3.0) and gaps.loc[3, "random gap"] == pytest.approx(3.0)
+    assert gaps.loc[12, "best"] == "random" and gaps.loc[12, "random gap"] == 0.0
+    assert gaps.loc[12, "spread"] == pytest.approx(0.6)
