@@ -83,4 +83,3 @@ def subset_overlap(logits: torch.Tensor, k: int, draws: int = 10_000, seed: int 
     u = torch.rand(draws, flat.numel(), generator=gen, dtype=torch.float64).clamp(EPS, 1 - 1e-7)
     noisy = (flat - torch.log(-torch.log(u))).topk(k, dim=-1).indices        # (draws, k)
     return float(kept[noisy].double().mean())
-

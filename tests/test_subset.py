@@ -50,4 +50,3 @@ def test_subset_overlap_is_one_for_separated_logits_and_k_over_n_for_equal_ones(
     assert abs(subset_overlap(torch.zeros(48), 12) - 12 / 48) < 0.01    # random subsets
     between = subset_overlap(torch.tensor([2.0, 1.0, 0.0, -1.0]), 2)
     assert 0.5 < between < 1.0
-
