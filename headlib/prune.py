@@ -41,6 +41,8 @@ class PruneConfig:
     method: str = "hard-concrete"   # or "dsp" (exactly k heads) or "fixed" (the mask `mask`)
     k: int = 0                 # dsp: heads kept over the gated kinds
     tau: tuple[float, float] = (0.1, 1e-3)   # dsp: temperature, annealed log-linearly (DSP: 0.1 -> 1e-8 over 15k steps)
+    logit_lr: float = 0.2      # dsp: the head logits (our choice: at gate_lr's 0.02 they stay within the Gumbel
+                               # noise over 500 updates, `subset.subset_overlap`; the Beyond page shows both)
     mask: str = ""             # fixed: the head mask, as model.head_mask
     label: str = ""            # fixed: how the mask was chosen (names the sweep point)
 
@@ -94,7 +96,7 @@ def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tu
         p.requires_grad_(id(p) in train_ids)
     groups = [{"params": params, "lr": cfg.lr}]
     if gates is not None:
-        groups.append({"params": gates.parameters(), "lr": cfg.gate_lr})
+        groups.append({"params": gates.parameters(), "lr": cfg.logit_lr if cfg.method == "dsp" else cfg.gate_lr})
     opt = torch.optim.Adam(groups, betas=(0.9, 0.98), eps=1e-9)
     stream, history = batch_stream(data.train, cfg.max_tokens, cfg.seed), []
     steps = range(cfg.steps)

@@ -37,7 +37,7 @@ def device_name() -> str:
 def point_name(cfg: PruneConfig) -> str:
     kinds = "+".join(cfg.kinds)
     if cfg.method == "dsp":
-        return f"{kinds}-dsp-k{cfg.k}-s{cfg.steps}.json"
+        return f"{kinds}-dsp-k{cfg.k}-lr{cfg.logit_lr:g}-s{cfg.steps}.json"
     if cfg.method == "fixed":
         return f"{kinds}-{cfg.label}-k{cfg.mask.count('1')}-s{cfg.steps}.json"
     return f"{kinds}-lam{cfg.lam:g}-s{cfg.steps}.json"
@@ -86,7 +86,13 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
     """Fine-tune with gates (at one lambda, or exactly k for DSP) or with a fixed mask, fix the
     gates to 0/1, score with the hard mask (no fine-tuning after fixing)."""
     path, fingerprint = out / point_name(cfg), model.fingerprint()
-    if (row := _read(path, fingerprint)) is not None and cfg.method == "fixed":
+    if (row := _read(path, fingerprint)) is not None:
+        wanted = json.loads(json.dumps(dataclasses.asdict(cfg)))
+        differ = [k for k, v in row.get("prune_config", {}).items() if k in wanted and wanted[k] != v]
+        if differ:
+            raise ValueError(f"{path} was computed with other settings ({', '.join(differ)}) under the same name; "
+                             "remove it to recompute")
+    if row is not None and cfg.method == "fixed":
         wanted = parse_mask_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
         if any(not torch.equal(kind_mask(row, k), m) for k, m in wanted.items()):
             raise ValueError(f"{path} holds another mask than {cfg.mask!r} under the same label; remove it to recompute")
