@@ -97,6 +97,21 @@ def test_prune_point_is_read_back_unless_it_came_from_another_model(tmp_path, mo
         prune_point(model, None, cfg, "en-de", 1.0, 4, tmp_path)
 
 
+def test_a_cached_point_with_other_settings_under_its_name_is_an_error(tmp_path):
+    from headlib import sweep
+    from headlib.prune import PruneConfig
+    model = Transformer(get_config("smoke").model, 50)
+    cfg = PruneConfig(method="dsp", k=2, steps=5)
+    stored = _row(0.01, [[1, 0], [0, 1]]) | {"model": model.fingerprint(),
+                                             "prune_config": {"method": "dsp", "k": 2, "steps": 5, "lr": 1e-3}}
+    (tmp_path / sweep.point_name(cfg)).write_text(json.dumps(stored))
+    with pytest.raises(ValueError, match=r"other settings \(lr\)"):
+        prune_point(model, None, cfg, "en-de", 1.0, 4, tmp_path)
+    stored["prune_config"]["lr"] = cfg.lr      # settings the row does not record are not compared
+    (tmp_path / sweep.point_name(cfg)).write_text(json.dumps(stored))
+    assert prune_point(model, None, cfg, "en-de", 1.0, 4, tmp_path) == stored
+
+
 def test_nearest_survival_and_order_on_a_hand_built_sweep():
     rows = [_row(0.01, [[1, 1], [1, 1]]), _row(0.1, [[1, 0], [1, 1]]), _row(1.0, [[0, 0], [0, 1]])]
     assert nearest(rows, 3)["lam"] == 0.1
