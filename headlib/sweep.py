@@ -87,8 +87,8 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
     gates to 0/1, score with the hard mask (no fine-tuning after fixing)."""
     path, fingerprint = out / point_name(cfg), model.fingerprint()
     if (row := _read(path, fingerprint)) is not None:
-        wanted = json.loads(json.dumps(dataclasses.asdict(cfg)))
-        differ = [k for k, v in row.get("prune_config", {}).items() if k in wanted and wanted[k] != v]
+        settings = json.loads(json.dumps(dataclasses.asdict(cfg)))   # as the row records them (lists, not tuples)
+        differ = [k for k, v in row.get("prune_config", {}).items() if k in settings and settings[k] != v]
         if differ:
             raise ValueError(f"{path} was computed with other settings ({', '.join(differ)}) under the same name; "
                              "remove it to recompute")
