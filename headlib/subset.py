@@ -32,6 +32,11 @@ def soft_top_k(scores: torch.Tensor, k: int, tau: float) -> torch.Tensor:
     return mask
 
 
+def gumbel_perturbed(logits: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """logits + Gumbel noise, from uniform draws `u` (any shape that broadcasts with `logits`)."""
+    return logits - torch.log(-torch.log(u.clamp(EPS, 1 - 1e-7)))
+
+
 class SubsetGates(nn.Module):
     """Gates for a set of attention kinds, each (layers, heads), keeping exactly `k` heads over
     all of them; same interface as `HardConcreteGates` (forward, penalty, hard_masks)."""
@@ -57,8 +62,7 @@ class SubsetGates(nn.Module):
     def forward(self) -> dict[str, torch.Tensor]:
         if not self.training:
             return self.hard_masks()
-        u = torch.rand_like(self.logits).clamp(EPS, 1 - 1e-7)
-        return self._split(soft_top_k(self.logits - torch.log(-torch.log(u)), self.k, self.tau))
+        return self._split(soft_top_k(gumbel_perturbed(self.logits, torch.rand_like(self.logits)), self.k, self.tau))
 
     def penalty(self) -> torch.Tensor:
         """No penalty: the number of heads is fixed by construction."""
@@ -80,6 +84,6 @@ def subset_overlap(logits: torch.Tensor, k: int, draws: int = 10_000, seed: int 
     flat = logits.detach().flatten().double().cpu()
     kept = keep_top(flat, k).bool()
     gen = torch.Generator().manual_seed(seed)
-    u = torch.rand(draws, flat.numel(), generator=gen, dtype=torch.float64).clamp(EPS, 1 - 1e-7)
-    noisy = (flat - torch.log(-torch.log(u))).topk(k, dim=-1).indices        # (draws, k)
+    u = torch.rand(draws, flat.numel(), generator=gen, dtype=torch.float64)
+    noisy = gumbel_perturbed(flat, u).topk(k, dim=-1).indices                # (draws, k)
     return float(kept[noisy].double().mean())
