@@ -296,11 +296,12 @@ def main(argv=None) -> None:
         rows = points(out, tuple(a.kinds.split(",")))
         print("\n".join(dict.fromkeys(nearest(rows, int(n))["mask"] for n in a.totals.split(","))) if rows else "")
         return
-    model, bpe, base = trained_model(a.profile, a.pair, a.seed)
-    if a.what == "scratch":
-        row = scratch_point(a.profile, a.pair, a.seed, a.spec, a.max_steps or base["steps"], out, progress=True)
+    if a.what == "scratch":   # needs the baseline itself only when its number of updates is not given
+        steps = a.max_steps or trained_model(a.profile, a.pair, a.seed)[2]["steps"]
+        row = scratch_point(a.profile, a.pair, a.seed, a.spec, steps, out, progress=True)
         print(json.dumps({k: row[k] for k in ("retained", "test_beam", "steps", "device")}))
         return
+    model, bpe, base = trained_model(a.profile, a.pair, a.seed)
     model = model.to(torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
     data = prepare_data(get_config(a.profile, [f"train.seed={a.seed}"], pair=a.pair))
     beam = base["config"]["train"]["beam"]

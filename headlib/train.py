@@ -103,8 +103,9 @@ def average_weights(paths: list[Path]) -> dict:
 class Trainer:
     """One training run; `fit()` resumes from `last.pt` if it exists."""
 
-    def __init__(self, cfg: Config, out: Path | None = None, progress: bool = True):
+    def __init__(self, cfg: Config, out: Path | None = None, progress: bool = True, replay_steps: int = 0):
         self.cfg, self.out, self.progress = cfg, Path(out or run_dir(cfg)), progress
+        self.replay_steps = replay_steps   # > 0: stop where the clock stopped the committed run
         self.world = int(os.environ.get("WORLD_SIZE", 1))
         if self.world > 1 and not dist.is_initialized():
             dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
@@ -230,7 +231,9 @@ class Trainer:
                         s["stopped"] = "early stopping"
                 if s["step"] >= cfg.train.max_steps:
                     s["stopped"] = "max_steps"
-                if cfg.train.max_minutes and s["elapsed"] >= cfg.train.max_minutes * 60:
+                if self.replay_steps and s["step"] >= self.replay_steps:
+                    s["stopped"] = "max_minutes"
+                elif cfg.train.max_minutes and not self.replay_steps and s["elapsed"] >= cfg.train.max_minutes * 60:
                     s["stopped"] = "max_minutes"
                 if self.world > 1:  # every rank stops together
                     flag = torch.tensor([1 if s["stopped"] else 0], device=self.dev)
@@ -296,13 +299,30 @@ def finalize(trainer: Trainer) -> dict:
     return results
 
 
+def committed_steps(cfg: Config) -> int:
+    """The updates of this config's committed run if its clock (`max_minutes`) stopped it, else 0.
+
+    A time budget ends at a different update on every machine; retraining on a fresh machine
+    replays the committed number of updates instead, so that it rebuilds the model the committed
+    results come from (training is deterministic on CPU: tests/test_train.py)."""
+    import json
+
+    from .results import results_dir
+    path = results_dir(cfg.profile, cfg.data.pair, cfg.train.seed) / "training_results.json"
+    if not path.is_file():
+        return 0
+    committed = json.loads(path.read_text())
+    same = committed["run_dir"] == run_dir(cfg).name   # the config's digest, headlib version included
+    return committed["steps"] if same and committed["stopped"] == "max_minutes" else 0
+
+
 def train(cfg: Config, progress: bool = True) -> dict:
     """Train (or resume) and evaluate one config; a finished run is read from its cache."""
     out = run_dir(cfg)
     if (out / "results.json").is_file():
         import json
         return json.loads((out / "results.json").read_text())
-    trainer = Trainer(cfg, out, progress)
+    trainer = Trainer(cfg, out, progress, replay_steps=committed_steps(cfg))
     trainer.fit()
     if trainer.rank != 0:
         return {}
