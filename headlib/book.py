@@ -19,8 +19,9 @@ Each (notebook, pair, seed) is executed with the parameters `profile`, `pairs` (
 `seed`, so batch reruns write each pair and seed into its own output and a run for one pair keeps
 the outputs of the others. A notebook is skipped when its manifest key is unchanged: the key
 hashes the notebook's cells, its parameters, the headlib version, the outputs of the notebooks it
-depends on and the upstream artifacts it reads (the trained run's results.json). Notebooks run in
-dependency order. A notebook is executed into a temporary file that replaces the previous output
+depends on and the upstream artifacts it reads (the trained run's record without its wall-clock
+fields: this machine's, else the committed one, so a fresh clone trains nothing to skip a notebook).
+Notebooks run in dependency order. A notebook is executed into a temporary file that replaces the previous output
 only on success; a failure stops the run with the cell and the error, keeps the previous good
 output, and leaves the failed execution beside it as `<name>.failed.ipynb` (git-ignored).
 
@@ -212,11 +213,10 @@ def upstream(task: Task, out: Path) -> dict:
                             "it has not been executed")
         deps[dep] = m["key"]
     artifacts = {}
-    if task.nb.trains:
-        from .train import run_dir
-        results = run_dir(task.config()) / "results.json"
-        rel = results.relative_to(artifacts_dir()).as_posix()
-        artifacts[rel] = file_digest(results) if results.is_file() else "missing"
+    if task.nb.trains:   # the run by its record (this machine's, else the committed one), clock left out
+        from .train import record_digest, run_dir, run_record
+        record = run_record(task.config())
+        artifacts[f"runs/{run_dir(task.config()).name}/results.json"] = record_digest(record) if record else "missing"
     if task.nb.reads:
         from .results import results_dir
         root = results_dir(task.profile, task.pair, task.seed).parent.parent    # results/<profile>/
@@ -355,18 +355,19 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
         for i, task in enumerate(tasks, 1):
             head = f"[book {_clock(time.time() - t0)}] {i}/{len(tasks)} {task.label}"
             source, output = src_dir / f"{task.nb.name}.ipynb", task.output(out, task.nb.name)
-            if task.nb.trains:
-                from .train import run_dir, train
-                if not (run_dir(task.config()) / "results.json").is_file():
-                    log(f"{head}: training {task.pair} ({profile} profile, seed {task.seed}) -> {_rel(run_dir(task.config()))}")
-                train(task.config(), progress=progress)
-            head = f"[book {_clock(time.time() - t0)}] {i}/{len(tasks)} {task.label}"
             key, basis = task_key(task, source, out)
             manifest = read_manifest(output)
             if manifest and manifest.get("key") == key and not force:
                 log(f"{head}: unchanged, skipped ({len(tasks) - i} left)")
                 results.append(TaskResult(task, "skipped", 0.0, output))
                 continue
+            if task.nb.trains:   # the model is needed now: train it, or replay the committed run
+                from .train import run_dir, train
+                if not (run_dir(task.config()) / "results.json").is_file():
+                    log(f"{head}: training {task.pair} ({profile} profile, seed {task.seed}) -> {_rel(run_dir(task.config()))}")
+                train(task.config(), progress=progress)
+                head = f"[book {_clock(time.time() - t0)}] {i}/{len(tasks)} {task.label}"
+                key, basis = task_key(task, source, out)   # this machine's record now
             log(f"{head}: executing -> {_rel(output)} ({len(tasks) - i} left after this)")
             start = time.time()
             execute(task, source, output, progress=progress, log_output=log_output)

@@ -299,21 +299,42 @@ def finalize(trainer: Trainer) -> dict:
     return results
 
 
+def committed_record(cfg: Config) -> dict | None:
+    """The committed record of this config's run (`results/<profile>/<pair>/seed<seed>/
+    training_results.json`, a copy of its results.json), or None if none is committed for it."""
+    import json
+
+    from .results import results_dir
+    path = results_dir(cfg.profile, cfg.data.pair, cfg.train.seed) / "training_results.json"
+    record = json.loads(path.read_text()) if path.is_file() else None
+    return record if record and record["run_dir"] == run_dir(cfg).name else None  # digest: config + version
+
+
 def committed_steps(cfg: Config) -> int:
     """The updates of this config's committed run if its clock (`max_minutes`) stopped it, else 0.
 
     A time budget ends at a different update on every machine; retraining on a fresh machine
     replays the committed number of updates instead, so that it rebuilds the model the committed
     results come from (training is deterministic on CPU: tests/test_train.py)."""
-    import json
+    record = committed_record(cfg)
+    return record["steps"] if record and record["stopped"] == "max_minutes" else 0
 
-    from .results import results_dir
-    path = results_dir(cfg.profile, cfg.data.pair, cfg.train.seed) / "training_results.json"
-    if not path.is_file():
-        return 0
-    committed = json.loads(path.read_text())
-    same = committed["run_dir"] == run_dir(cfg).name   # the config's digest, headlib version included
-    return committed["steps"] if same and committed["stopped"] == "max_minutes" else 0
+
+def run_record(cfg: Config) -> dict | None:
+    """What is known of this config's run: its results.json here, else its committed record."""
+    import json
+    path = run_dir(cfg) / "results.json"
+    return json.loads(path.read_text()) if path.is_file() else committed_record(cfg)
+
+
+def record_digest(record: dict) -> str:
+    """16 hex digits over a run's record without its wall-clock fields: the same run replayed on a
+    slower machine has the same digest, a run that learned anything differently has another."""
+    import hashlib
+    import json
+    timeless = {k: v for k, v in record.items() if k not in ("train_minutes", "tokens_per_second")}
+    timeless["history"] = [{k: v for k, v in h.items() if k != "minutes"} for h in record.get("history", [])]
+    return hashlib.sha256(json.dumps(timeless, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def train(cfg: Config, progress: bool = True) -> dict:

@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # The fine-tuned follow-up methods of the Beyond page (DSP exact-k gates; fixed masks: random
 # heads per seed and the top heads by LRP, confidence and gradient importance), each with the
-# Hard Concrete budget, at every encoder head count K, on one GPU: one process per K, its points
-# one after another (each a JSON file under results/<profile>/<pair>/seed<seed>/pruning/).
+# Hard Concrete budget, at every encoder head count K, on one GPU: one process per point (at most
+# MAX_JOBS at once), each point a JSON file under results/<profile>/<pair>/seed<seed>/pruning/.
 # Then: python -m headlib.book run --notebooks 08_beyond ... with -p finetune_heads set to $K.
 #
 # Needs what scripts/gpu_sweep.sh needs, and importance_measures.csv (written by notebook 08).
 set -u
 PROFILE=${PROFILE:-cpu}; PAIR=${PAIR:-en-de}; SEED=${SEED:-1}; STEPS=${STEPS:-500}
-K=${K:-40,24,17,12,10,3}; LOG=${LOG:-artifacts/logs/gpu_methods}; DEADLINE=${DEADLINE:-3000}
+K=${K:-40,24,17,12,10,3}; LABELS=${LABELS:-random-s1,random-s2,random-s3,michel,confidence,lrp}
+LOG=${LOG:-artifacts/logs/gpu_methods}; DEADLINE=${DEADLINE:-3000}; MAX_JOBS=${MAX_JOBS:-12}
 mkdir -p "$LOG"; export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 start=$(date +%s)
+point() {  # point NAME SWEEP-ARGS... : one point in the background, logged, its exit status recorded
+  local name=$1; shift
+  while [ "$(jobs -r | wc -l)" -ge "$MAX_JOBS" ]; do sleep 2; done
+  ( python3 -m headlib.sweep "$@" --steps "$STEPS" --profile "$PROFILE" --pair "$PAIR" --seed "$SEED" \
+      >"$LOG/$name.log" 2>&1; echo "$name rc=$? $(( $(date +%s) - start ))s" >>"$LOG/status" ) &
+}
 for k in ${K//,/ }; do
-  ( for what in dsp fixed; do
-      python3 -m headlib.sweep "$what" --k "$k" --steps "$STEPS" --profile "$PROFILE" --pair "$PAIR" --seed "$SEED"
-    done >"$LOG/k$k.log" 2>&1; echo "k=$k rc=$? $(( $(date +%s) - start ))s" >>"$LOG/status" ) &
+  point "k$k-dsp" dsp --k "$k"
+  for label in ${LABELS//,/ }; do point "k$k-$label" fixed --k "$k" --labels "$label"; done
 done
 while [ -n "$(jobs -r)" ] && [ $(( $(date +%s) - start )) -lt "$DEADLINE" ]; do sleep 5; done
 pkill -f "headlib.sweep" 2>/dev/null

@@ -207,3 +207,34 @@ def test_tables_a_notebook_reads_enter_its_key_for_every_pair(tmp_path):
     other.write_text("layer,head,relevance,confidence,rank_in_layer\n1,1,0.6,0.5,1\n")
     assert book.upstream(task, tmp_path)["artifacts"] != before
     other.unlink()
+
+
+def test_a_trained_run_enters_the_key_by_its_record_without_the_clock(tmp_path):
+    """A notebook that reads a trained run is keyed by the run's record less its wall-clock fields:
+    this machine's results.json, else the committed record of the same run (a fresh clone trains
+    nothing to find a notebook unchanged); a replay on a slower machine keeps the key."""
+    from headlib.results import results_dir
+    from headlib.train import run_dir
+    task = book.Task(book.Notebook("tiny", "Tiny", trains=True), "smoke", "en-de", 7)
+    run, entry = run_dir(task.config()), f"runs/{run_dir(task.config()).name}/results.json"
+    committed = results_dir("smoke", "en-de", 7) / "training_results.json"
+    record = {"run_dir": run.name, "stopped": "max_minutes", "steps": 3, "train_minutes": 1.0,
+              "tokens_per_second": 100.0, "history": [{"step": 3, "dev_bleu": 1.5, "minutes": 1.0}]}
+    key = lambda: book.upstream(task, tmp_path)["artifacts"][entry]
+    try:
+        assert key() == "missing"
+        committed.write_text(json.dumps(record | {"run_dir": "another-run"}))
+        assert key() == "missing"                                  # another config's record
+        committed.write_text(json.dumps(record))
+        from_committed = key()
+        assert from_committed != "missing"
+        run.mkdir(parents=True)
+        slower = record | {"train_minutes": 2.0, "tokens_per_second": 50.0,
+                           "history": [{"step": 3, "dev_bleu": 1.5, "minutes": 2.0}]}
+        (run / "results.json").write_text(json.dumps(slower))
+        assert key() == from_committed                             # the same run, replayed slower
+        (run / "results.json").write_text(json.dumps(slower | {"history": [{"step": 3, "dev_bleu": 1.6, "minutes": 2.0}]}))
+        assert key() != from_committed                             # a run that learned differently
+    finally:
+        committed.unlink(missing_ok=True)
+        shutil.rmtree(run, ignore_errors=True)
