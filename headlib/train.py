@@ -314,8 +314,8 @@ def committed_steps(cfg: Config) -> int:
     """The updates of this config's committed run if its clock (`max_minutes`) stopped it, else 0.
 
     A time budget ends at a different update on every machine; retraining on a fresh machine
-    replays the committed number of updates instead, so that it rebuilds the model the committed
-    results come from (training is deterministic on CPU: tests/test_train.py)."""
+    replays the committed number of updates instead: the same budget. (Bitwise the same model only
+    where the kernels are: a replay on another CPU matched to update 600, then diverged.)"""
     record = committed_record(cfg)
     return record["steps"] if record and record["stopped"] == "max_minutes" else 0
 
