@@ -21,8 +21,8 @@ the outputs of the others. A notebook is skipped when its manifest key is unchan
 hashes the notebook's cells, its parameters, the headlib version, the outputs of the notebooks it
 depends on and the upstream artifacts it reads (the trained run's record without its wall-clock
 fields: this machine's, else the committed one, so a fresh clone trains nothing to skip a notebook).
-Notebooks run in dependency order. A notebook is executed into a temporary file that replaces the previous output
-only on success; a failure stops the run with the cell and the error, keeps the previous good
+Notebooks run in dependency order. A notebook is executed into a temporary file that replaces the
+previous output only on success; a failure stops the run with the cell and the error, keeps the previous good
 output, and leaves the failed execution beside it as `<name>.failed.ipynb` (git-ignored).
 
 Pages state their profile, pair and seed in prose, so the parameters cell (tagged `remove-cell` in

@@ -17,6 +17,8 @@ tokens of the whole update, so any world size computes the same gradient.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import math
 import os
 import random
@@ -302,8 +304,6 @@ def finalize(trainer: Trainer) -> dict:
 def committed_record(cfg: Config) -> dict | None:
     """The committed record of this config's run (`results/<profile>/<pair>/seed<seed>/
     training_results.json`, a copy of its results.json), or None if none is committed for it."""
-    import json
-
     from .results import results_dir
     path = results_dir(cfg.profile, cfg.data.pair, cfg.train.seed) / "training_results.json"
     record = json.loads(path.read_text()) if path.is_file() else None
@@ -322,7 +322,6 @@ def committed_steps(cfg: Config) -> int:
 
 def run_record(cfg: Config) -> dict | None:
     """What is known of this config's run: its results.json here, else its committed record."""
-    import json
     path = run_dir(cfg) / "results.json"
     return json.loads(path.read_text()) if path.is_file() else committed_record(cfg)
 
@@ -330,8 +329,6 @@ def run_record(cfg: Config) -> dict | None:
 def record_digest(record: dict) -> str:
     """16 hex digits over a run's record without its wall-clock fields: the same run replayed on a
     slower machine has the same digest, a run that learned anything differently has another."""
-    import hashlib
-    import json
     timeless = {k: v for k, v in record.items() if k not in ("train_minutes", "tokens_per_second")}
     timeless["history"] = [{k: v for k, v in h.items() if k != "minutes"} for h in record.get("history", [])]
     return hashlib.sha256(json.dumps(timeless, sort_keys=True).encode()).hexdigest()[:16]
@@ -341,7 +338,6 @@ def train(cfg: Config, progress: bool = True) -> dict:
     """Train (or resume) and evaluate one config; a finished run is read from its cache."""
     out = run_dir(cfg)
     if (out / "results.json").is_file():
-        import json
         return json.loads((out / "results.json").read_text())
     trainer = Trainer(cfg, out, progress, replay_steps=committed_steps(cfg))
     trainer.fit()
