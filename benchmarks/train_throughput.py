@@ -6,7 +6,8 @@ dropout on embeddings and residuals, none on attention weights or inside the FFN
 Multi30k training batches, the same autocast dtype, the same optimizer step (Adam(0.9, 0.98,
 1e-9), gradient clipping at 1.0) and the same loss (label-smoothed cross-entropy, summed over the
 non-pad target tokens, divided by their count; the output projection applied to non-pad positions
-only, as `headlib.train.token_loss` does). Marian runs with eager attention and with SDPA.
+only, as `headlib.train.token_loss` does; headlib computes it fused, `headlib.loss`). Marian runs
+with eager attention and with SDPA.
 
 Each system is warmed up over every sampled batch (oneDNN builds kernels per shape), then
 measured in rounds. Within a round the systems take turns batch by batch (the order rotates
@@ -54,7 +55,10 @@ def config_differences(cfg) -> list[str]:
         "buffer (added, not trained)",
         "positions: both sinusoidal and fixed; headlib interleaves sin/cos, Marian puts sin then cos halves "
         "(an embedding lookup in both)",
-        "dropout: headlib draws masks with torch.rand (its own inverted dropout); Marian uses F.dropout",
+        "dropout: headlib compares 16-bit random integers with p * 2^16, four elements per 64-bit draw "
+        "(headlib.model.dropout); Marian uses F.dropout",
+        "loss: headlib fuses the output projection with the label-smoothed cross-entropy, chunk by chunk of "
+        "rows (headlib.loss; the same function); Marian computes the logits, then F.cross_entropy",
         "projections: headlib concatenates the q/k/v weights (k/v for cross-attention) and runs one matmul; "
         "Marian runs three separate Linear layers",
         "attention: headlib is explicit softmax(QK^T / sqrt(d_head) + bias) V; Marian eager is explicit too "

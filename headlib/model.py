@@ -57,11 +57,18 @@ def parse_mask_spec(spec: str, layers: dict[str, int], n_heads: int) -> dict[str
 
 
 def dropout(x, p: float, training: bool):
-    """Inverted dropout. Same distribution as F.dropout, but drawing the mask with torch.rand
-    measured ~2x faster on CPU (F.dropout's bernoulli_ was 28% of a bf16 training step)."""
+    """Inverted dropout with `p` rounded to a multiple of 2^-16 (|change| <= 7.7e-6).
+
+    Each element is dropped when a uniform 16-bit integer falls below p * 2^16; one 64-bit draw
+    gives the integers of four elements. On two CPU cores, for a (256, 16, 256) activation: 0.9 ms
+    of random numbers where torch.rand took 3.0 ms and F.dropout's bernoulli_ 7.9 ms (bernoulli_ was
+    28% of a bf16 training step)."""
     if not training or p == 0.0:
         return x
-    return x * (torch.rand(x.shape, device=x.device) >= p).to(x.dtype) * (1.0 / (1.0 - p))
+    n, drop = x.numel(), round(p * 65536)
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-2 ** 63, None)
+    r = bits.view(torch.int16)[:n].view(x.shape)                # uniform on [-32768, 32767]
+    return x * (r >= drop - 32768).to(x.dtype) * (65536 / (65536 - drop))
 
 
 def attention(q, k, v, bias, dropout_p: float = 0.0, training: bool = False, detach_weights: bool = False,
@@ -340,8 +347,11 @@ class Transformer(nn.Module):
         """hidden (..., D) -> logits (..., V) through the (tied) output embedding."""
         return F.linear(hidden, self.tgt_embed.weight, self.out_bias)
 
-    def forward(self, src, tgt_in, gates=None, return_attention=False):
-        """src (B, S), tgt_in (B, T) -> logits (B, T, V) [, weights per kind (L, B, H, Tq, Tk)]."""
+    def forward(self, src, tgt_in, gates=None, return_attention=False, hidden_only=False):
+        """src (B, S), tgt_in (B, T) -> logits (B, T, V) [, weights per kind (L, B, H, Tq, Tk)];
+        `hidden_only`: the decoder's output states (B, T, D) instead of the logits."""
+        if hidden_only:
+            return self.decode(tgt_in, self.encode(src, gates), src, gates)
         if return_attention:
             memory, enc_w = self.encode(src, gates, True)
             hidden, dec_w = self.decode(tgt_in, memory, src, gates, True)

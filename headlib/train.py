@@ -28,7 +28,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from . import __version__
 from .batching import Encoded, collate, epoch_order, make_batches
@@ -37,6 +36,7 @@ from .config import Config, ModelConfig
 from .data import Corpus, load_split, test_sets
 from .decode import score, translate
 from .files import artifacts_dir, torch_save, write_json
+from .loss import linear_cross_entropy
 from .model import Transformer
 
 
@@ -84,10 +84,11 @@ def token_loss(model, src, tgt_in, tgt_out, label_smoothing: float, gates=None):
 
     The output projection is applied only at non-pad positions.
     """
-    hidden = model.decode(tgt_in, model.encode(src, gates), src, gates)  # (B, T, D)
+    hidden = model(src, tgt_in, gates, hidden_only=True)                # (B, T, D)
     keep = tgt_out.ne(PAD_ID)
-    logits = model.logits(hidden[keep])                                # (N, V)
-    loss = F.cross_entropy(logits.float(), tgt_out[keep], label_smoothing=label_smoothing, reduction="sum")
+    out = getattr(model, "module", model)                              # the model inside a DDP wrapper
+    loss = linear_cross_entropy(hidden[keep], out.tgt_embed.weight, out.out_bias, tgt_out[keep],
+                                label_smoothing)                       # = CE of model.logits(hidden[keep])
     return loss, int(keep.sum())
 
 
@@ -171,13 +172,8 @@ class Trainer:
         return loss_sum, total
 
     def _loss(self, src, tgt_in, tgt_out):
-        ls = self.cfg.train.label_smoothing
-        if self.world == 1:
-            return token_loss(self.model, src, tgt_in, tgt_out, ls)[0]
-        # DDP's gradient hooks fire only through the wrapper's forward: route the loss through it.
-        logits = self.net(src, tgt_in)                                  # (B, T, V)
-        keep = tgt_out.ne(PAD_ID)
-        return F.cross_entropy(logits[keep].float(), tgt_out[keep], label_smoothing=ls, reduction="sum")
+        # Through self.net: DDP's gradient hooks fire only through the wrapper's forward.
+        return token_loss(self.net, src, tgt_in, tgt_out, self.cfg.train.label_smoothing)[0]
 
     def _groups(self, epoch: int) -> list[list[int]]:
         n = self.cfg.train.accum * self.world

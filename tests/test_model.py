@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from headlib.bpe import PAD_ID
-from headlib.model import KINDS, MultiHeadAttention, Transformer
+from headlib.model import KINDS, MultiHeadAttention, Transformer, dropout
 from headlib.config import get_config
 from headlib.train import autocast
 
@@ -265,3 +265,20 @@ def test_bf16_fast_path_matches_fp32(trained_tiny):
     assert torch.corrcoef(torch.stack([a, b]))[0, 1] > 0.999
     assert (a - b).abs().mean() < 0.02 * a.abs().mean() + 0.05
     assert (fp32.argmax(-1) == bf16.float().argmax(-1)).float().mean() > 0.95
+
+
+def test_dropout_drops_at_rate_p_and_keeps_the_expectation():
+    torch.manual_seed(0)
+    x = torch.ones(1000, 1001)                       # n not a multiple of 4
+    for p in (0.1, 0.2, 0.5):
+        y = dropout(x, p, training=True)
+        kept = y.ne(0)
+        n = x.numel()
+        sd = (p * (1 - p) / n) ** 0.5
+        assert abs(1 - kept.float().mean().item() - p) < 5 * sd                  # drop rate p
+        assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / (1 - round(p * 65536) / 65536)))
+        assert abs(y.mean().item() - 1) < 5 * sd / (1 - p)                         # E[y] = x
+    masks = [dropout(x, 0.5, True).ne(0).view(-1)[:4 * 10000].view(-1, 4).float() for _ in range(3)]
+    corr = torch.corrcoef(torch.cat(masks).T)        # the four elements of one 64-bit draw
+    assert (corr - torch.eye(4)).abs().max() < 0.05  # are independent of each other
+    assert dropout(x, 0.2, training=False) is x and dropout(x, 0.0, training=True) is x
