@@ -6,8 +6,9 @@ dropout on embeddings and residuals, none on attention weights or inside the FFN
 Multi30k training batches, the same autocast dtype, the same optimizer step (Adam(0.9, 0.98,
 1e-9), gradient clipping at 1.0) and the same loss (label-smoothed cross-entropy, summed over the
 non-pad target tokens, divided by their count; the output projection applied to non-pad positions
-only, as `headlib.train.token_loss` does; headlib computes it fused, `headlib.loss`). Marian runs
-with eager attention and with SDPA.
+only, as `headlib.train.token_loss` does). headlib runs as the committed runs were trained and with
+its fast kernels (fused loss, `headlib.loss`; int16 dropout masks); Marian with eager attention and
+with SDPA.
 
 Each system is warmed up over every sampled batch (oneDNN builds kernels per shape), then
 measured in rounds. Within a round the systems take turns batch by batch (the order rotates
@@ -55,10 +56,11 @@ def config_differences(cfg) -> list[str]:
         "buffer (added, not trained)",
         "positions: both sinusoidal and fixed; headlib interleaves sin/cos, Marian puts sin then cos halves "
         "(an embedding lookup in both)",
-        "dropout: headlib compares 16-bit random integers with p * 2^16, four elements per 64-bit draw "
-        "(headlib.model.dropout); Marian uses F.dropout",
-        "loss: headlib fuses the output projection with the label-smoothed cross-entropy, chunk by chunk of "
-        "rows (headlib.loss; the same function); Marian computes the logits, then F.cross_entropy",
+        "dropout: headlib draws masks with torch.rand (headlib fast: 16-bit integers compared with p * 2^16, "
+        "four elements per 64-bit draw); Marian uses F.dropout",
+        "loss: headlib computes the logits of the non-pad positions, then F.cross_entropy, as Marian here "
+        "(headlib fast: the output projection fused with the cross-entropy chunk by chunk of rows, "
+        "headlib.loss; the same function)",
         "projections: headlib concatenates the q/k/v weights (k/v for cross-attention) and runs one matmul; "
         "Marian runs three separate Linear layers",
         "attention: headlib is explicit softmax(QK^T / sqrt(d_head) + bias) V; Marian eager is explicit too "
@@ -117,6 +119,23 @@ def headlib_loss(model, src, tgt_in, tgt_out, label_smoothing: float):
     return token_loss(model, src, tgt_in, tgt_out, label_smoothing)
 
 
+def headlib_fused_loss(model, src, tgt_in, tgt_out, label_smoothing: float):
+    return token_loss(model, src, tgt_in, tgt_out, label_smoothing, fused=True)
+
+
+def headlib_systems(cfg, vocab_size: int, which: str) -> list[tuple[str, Transformer, object]]:
+    """headlib as the committed runs train it (float32 dropout masks, unfused loss) and/or with
+    the fast kernels (`model.dropout_masks=int16`, `train.fused_loss=true`)."""
+    norm = f"{cfg.model.norm}-LN"
+    systems = []
+    if which in ("reference", "both"):
+        systems.append((f"headlib ({norm})", Transformer(cfg.model, vocab_size), headlib_loss))
+    if which in ("fast", "both"):
+        model = Transformer(replace(cfg.model, dropout_masks="int16"), vocab_size)
+        systems.append((f"headlib fast ({norm})", model, headlib_fused_loss))
+    return systems
+
+
 class System:
     """A model, its Adam optimizer and its loss function."""
 
@@ -170,10 +189,11 @@ def sample_batches(cfg, n: int, max_tokens: int):
 
 
 def measure(cfg, vocab_size, batches, bf16: bool, rounds: int, impls, seed: int, log,
-            interleave: str = "batch") -> list[System]:
+            interleave: str = "batch", headlib: str = "both") -> list[System]:
     systems = []
     torch.manual_seed(seed)
-    systems.append(System(f"headlib ({cfg.model.norm}-LN)", Transformer(cfg.model, vocab_size), headlib_loss, cfg))
+    for name, model, loss_fn in headlib_systems(cfg, vocab_size, headlib):
+        systems.append(System(name, model, loss_fn, cfg))
     for impl in impls:
         torch.manual_seed(seed)
         systems.append(System(f"Marian {impl} (post-LN)", build_marian(cfg, vocab_size, impl), marian_loss, cfg))
@@ -207,18 +227,20 @@ def summarise(systems: list[System]) -> dict:
                      "tok_per_s_median": round(statistics.median(s.rounds), 1),
                      "trainable_params": s.n_params, "first_loss_per_token": round(s.first_loss, 4)}
             for s in systems}
-    head = systems[0]
-    marians = systems[1:]
+    heads = [s for s in systems if s.name.startswith("headlib")]
+    marians = [s for s in systems if not s.name.startswith("headlib")]
     out = {"systems": rows}
     if marians:
         best = max(marians, key=lambda s: statistics.median(s.rounds))
-        h = statistics.median(head.rounds)
-        out["ratio_vs"] = {m.name: round(h / statistics.median(m.rounds), 3) for m in marians}
         out["fastest_marian"] = best.name
-        out["ratio_headlib_over_fastest_marian"] = round(h / statistics.median(best.rounds), 3)
-        # per-round ratios against the same round's fastest Marian: how stable the ratio is
-        out["ratio_per_round"] = [round(head.rounds[i] / max(m.rounds[i] for m in marians), 3)
-                                  for i in range(len(head.rounds))]
+        out["ratio_vs"], out["ratio_over_fastest_marian"], out["ratio_per_round"] = {}, {}, {}
+        for head in heads:
+            h = statistics.median(head.rounds)
+            out["ratio_vs"][head.name] = {m.name: round(h / statistics.median(m.rounds), 3) for m in marians}
+            out["ratio_over_fastest_marian"][head.name] = round(h / statistics.median(best.rounds), 3)
+            # per-round ratios against the same round's fastest Marian: how stable the ratio is
+            out["ratio_per_round"][head.name] = [round(head.rounds[i] / max(m.rounds[i] for m in marians), 3)
+                                                 for i in range(len(head.rounds))]
     return out
 
 
@@ -231,6 +253,8 @@ def main(argv=None) -> int:
     ap.add_argument("--interleave", choices=("batch", "pass"), default="batch",
                     help="batch: systems take turns on every batch (default); pass: on every pass over the sample")
     ap.add_argument("--attn", default="eager,sdpa", help="Marian attention implementations, comma-separated")
+    ap.add_argument("--headlib", choices=("reference", "fast", "both"), default="both",
+                    help="headlib as the committed runs train it, with the fast kernels, or both")
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--pair", default="en-de")
     ap.add_argument("--max-tokens", type=int, default=4096)
@@ -277,7 +301,8 @@ def main(argv=None) -> int:
     dtypes = {"bf16": [True], "fp32": [False], "both": [True, False]}[args.dtype]
     for bf16 in dtypes:
         name = "bf16" if bf16 else "fp32"
-        systems = measure(cfg, vocab_size, batches, bf16, args.rounds, impls, args.seed, log, args.interleave)
+        systems = measure(cfg, vocab_size, batches, bf16, args.rounds, impls, args.seed, log, args.interleave,
+                          args.headlib)
         results["results"][name] = summarise(systems)
         del systems
         gc.collect()
@@ -290,17 +315,14 @@ def main(argv=None) -> int:
     print(f"Training throughput, target tokens/s (median of {args.rounds} round(s); "
           f"{len(batches)} batches, {torch.get_num_threads()} threads, load avg "
           f"{results['load_avg_start'][0]:.2f} -> {results['load_avg_end'][0]:.2f})")
-    print(f"{'dtype':<6} {'system':<24} {'params':>11} {'tok/s':>9}  {'rounds':<30} {'headlib/this':>12}")
+    print(f"{'dtype':<6} {'system':<26} {'params':>11} {'tok/s':>9}  {'rounds':<30}")
     for dtype, res in results["results"].items():
         for sname, row in res["systems"].items():
-            ratio = res.get("ratio_vs", {}).get(sname)
             rounds = ", ".join(f"{x:,.0f}" for x in row["tok_per_s_rounds"])
-            print(f"{dtype:<6} {sname:<24} {row['trainable_params']:>11,} {row['tok_per_s_median']:>9,.0f}  "
-                  f"{rounds:<30} {'' if ratio is None else f'{ratio:.3f}':>12}")
-        if "fastest_marian" in res:
-            print(f"{dtype:<6} headlib / fastest Marian ({res['fastest_marian']}): "
-                  f"{res['ratio_headlib_over_fastest_marian']:.3f}  (per round: "
-                  f"{', '.join(f'{x:.3f}' for x in res['ratio_per_round'])})")
+            print(f"{dtype:<6} {sname:<26} {row['trainable_params']:>11,} {row['tok_per_s_median']:>9,.0f}  {rounds:<30}")
+        for head, ratio in res.get("ratio_over_fastest_marian", {}).items():
+            print(f"{dtype:<6} {head} / fastest Marian ({res['fastest_marian']}): {ratio:.3f}  (per round: "
+                  f"{', '.join(f'{x:.3f}' for x in res['ratio_per_round'][head])})")
     extra = vocab_size + (4 * m.d_model if m.norm == "pre" else 0)
     print(f"Trainable parameters: headlib has {extra:,} more than Marian = out_bias ({vocab_size:,})"
           + (f" + 2 final LayerNorms ({4 * m.d_model:,})" if m.norm == "pre" else ""))

@@ -31,6 +31,7 @@ class ModelConfig:
     tied_embeddings: bool = True  # joint BPE -> one embedding for source, target and output
     max_positions: int = 1024
     positions: str = "interleaved"  # sinusoid layout: "interleaved" (Vaswani et al.) or "halves" (Marian)
+    dropout_masks: str = "float32"  # "float32" (torch.rand, exact p) or "int16" (3x fewer random numbers)
     # Heads fixed to 0 for the whole run, e.g. "enc-self:11000000/.../00000001,dec-enc:..."
     # (one 0/1 string per layer); the "from scratch" baseline of Sec. 6 / Table 2. Empty = all on.
     head_mask: str = ""
@@ -72,10 +73,13 @@ class TrainConfig:
     beam: int = 4                 # beam size for test BLEU
     len_alpha: float = 1.0        # length normalisation: score / len**alpha
     tune_len_alpha: tuple[float, ...] = (0.6, 1.0, 1.4)  # alphas tried on dev after training
+    fused_loss: bool = False      # output projection + cross-entropy fused (headlib.loss): same function,
+                                  # other rounding; off so that committed runs replay bitwise
 
 
 # Fields added after runs were committed, left out of the run hash at these values.
-UNHASHED_DEFAULTS = {"model.head_mask": "", "model.positions": "interleaved", "data.test_limit": 0}
+UNHASHED_DEFAULTS = {"model.head_mask": "", "model.positions": "interleaved", "data.test_limit": 0,
+                     "model.dropout_masks": "float32", "train.fused_loss": False}
 
 
 @dataclass(frozen=True)

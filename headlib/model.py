@@ -56,15 +56,23 @@ def parse_mask_spec(spec: str, layers: dict[str, int], n_heads: int) -> dict[str
     return masks
 
 
-def dropout(x, p: float, training: bool):
-    """Inverted dropout with `p` rounded to a multiple of 2^-16 (|change| <= 7.7e-6).
+DROPOUT_MASKS = ("float32", "int16")
 
-    Each element is dropped when a uniform 16-bit integer falls below p * 2^16; one 64-bit draw
-    gives the integers of four elements. On two CPU cores, for a (256, 16, 256) activation: 0.9 ms
-    of random numbers where torch.rand took 3.0 ms and F.dropout's bernoulli_ 7.9 ms (bernoulli_ was
-    28% of a bf16 training step)."""
+
+def dropout(x, p: float, training: bool, masks: str = "float32"):
+    """Inverted dropout; `masks` (ModelConfig.dropout_masks) says how the mask is drawn.
+
+    "float32": an element is dropped when torch.rand falls below p (F.dropout's distribution; its
+    bernoulli_ was 28% of a bf16 training step on CPU, torch.rand half that). "int16": when a uniform
+    16-bit integer falls below p * 2^16, four elements per 64-bit draw, so p is rounded to a
+    multiple of 2^-16 (|change| <= 7.7e-6); for a (256, 16, 256) activation on two CPU cores 0.9 ms
+    of random numbers where torch.rand took 3.0 ms. The two draw different masks from one seed."""
     if not training or p == 0.0:
         return x
+    if masks == "float32":
+        return x * (torch.rand(x.shape, device=x.device) >= p).to(x.dtype) * (1.0 / (1.0 - p))
+    if masks != "int16":
+        raise ValueError(f"model.dropout_masks: {masks!r}; valid: {', '.join(DROPOUT_MASKS)}")
     n, drop = x.numel(), round(p * 65536)
     bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-2 ** 63, None)
     r = bits.view(torch.int16)[:n].view(x.shape)                # uniform on [-32768, 32767]
@@ -72,7 +80,7 @@ def dropout(x, p: float, training: bool):
 
 
 def attention(q, k, v, bias, dropout_p: float = 0.0, training: bool = False, detach_weights: bool = False,
-              edit=None):
+              edit=None, dropout_masks: str = "float32"):
     """softmax(q k^T / sqrt(d) + bias) v.
 
     `detach_weights` holds the softmax weights constant for the backward pass (conservative
@@ -89,7 +97,7 @@ def attention(q, k, v, bias, dropout_p: float = 0.0, training: bool = False, det
         weights = edit(weights)
     if detach_weights:
         weights = weights.detach()
-    weights_used = dropout(weights, dropout_p, training)
+    weights_used = dropout(weights, dropout_p, training, dropout_masks)
     return weights_used @ v, weights
 
 
@@ -110,6 +118,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)   # W^O
         self.attn_dropout = attn_dropout
+        self.dropout_masks = "float32"        # set by Transformer.set_dropout_masks
 
     def _split(self, x):  # (B, T, D) -> (B, H, T, dh)
         B, T, _ = x.shape
@@ -148,7 +157,7 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache["k"], cache["v"] = k, v
         heads, weights = attention(q, k, v, bias, self.attn_dropout, self.training,
-                                   self.detach_weights, self.hook_weights)  # (B, H, Tq, dh)
+                                   self.detach_weights, self.hook_weights, self.dropout_masks)  # (B, H, Tq, dh)
         if gate is not None:
             heads = heads * gate.to(heads.dtype).view(1, -1, 1, 1)
         heads = self.hook_heads(heads)
@@ -176,13 +185,14 @@ class Sublayer(nn.Module):
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
         self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), dropout, pre_norm
+        self.dropout_masks = "float32"        # set by Transformer.set_dropout_masks
 
     def forward(self, x, f):
         if self.pre_norm:
             y, extra = f(self.norm(x))
-            return x + dropout(y, self.dropout, self.training), extra
+            return x + dropout(y, self.dropout, self.training, self.dropout_masks), extra
         y, extra = f(x)
-        return self.norm(x + dropout(y, self.dropout, self.training)), extra
+        return self.norm(x + dropout(y, self.dropout, self.training, self.dropout_masks)), extra
 
 
 class EncoderLayer(nn.Module):
@@ -252,7 +262,17 @@ class Transformer(nn.Module):
             self.register_buffer(self.mask_buffer_name(kind), torch.ones(n, cfg.n_heads))
         for kind, mask in parse_mask_spec(cfg.head_mask, self.layer_counts(), cfg.n_heads).items():
             self.set_head_mask(kind, mask)
+        self.set_dropout_masks(cfg.dropout_masks)
         self.reset_parameters()
+
+    def set_dropout_masks(self, masks: str) -> None:
+        """How every dropout of the model draws its masks ("float32" or "int16", see `dropout`)."""
+        if masks not in DROPOUT_MASKS:
+            raise ValueError(f"model.dropout_masks: {masks!r}; valid: {', '.join(DROPOUT_MASKS)}")
+        self.dropout_masks = masks
+        for module in self.modules():
+            if hasattr(module, "dropout_masks"):
+                module.dropout_masks = masks
 
     # -- head masks ---------------------------------------------------------------------------
     @staticmethod
@@ -305,7 +325,7 @@ class Transformer(nn.Module):
         else:  # beyond the table: compute on the fly
             pos = sinusoid_table(offset + T, self.cfg.d_model, self.cfg.positions)[offset:].to(tokens.device)
         x = table(tokens) * math.sqrt(self.cfg.d_model) + pos
-        return dropout(x, self.cfg.dropout, self.training)
+        return dropout(x, self.cfg.dropout, self.training, self.dropout_masks)
 
     @staticmethod
     def padding_bias(tokens):

@@ -36,7 +36,7 @@ from .config import Config, ModelConfig
 from .data import Corpus, load_split, test_sets
 from .decode import score, translate
 from .files import artifacts_dir, torch_save, write_json
-from .loss import linear_cross_entropy
+from .loss import linear_cross_entropy, reference_cross_entropy
 from .model import Transformer
 
 
@@ -79,16 +79,17 @@ def autocast(cfg: Config, dev: torch.device):
     return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.train.bf16)
 
 
-def token_loss(model, src, tgt_in, tgt_out, label_smoothing: float, gates=None):
+def token_loss(model, src, tgt_in, tgt_out, label_smoothing: float, gates=None, fused: bool = False):
     """Summed label-smoothed cross-entropy over non-pad target tokens, and their count.
 
-    The output projection is applied only at non-pad positions.
+    The output projection is applied only at non-pad positions; `fused`: together with the
+    cross-entropy, chunk by chunk (`headlib.loss`: the same function, faster on CPU).
     """
     hidden = model(src, tgt_in, gates, hidden_only=True)                # (B, T, D)
     keep = tgt_out.ne(PAD_ID)
     out = getattr(model, "module", model)                              # the model inside a DDP wrapper
-    loss = linear_cross_entropy(hidden[keep], out.tgt_embed.weight, out.out_bias, tgt_out[keep],
-                                label_smoothing)                       # = CE of model.logits(hidden[keep])
+    loss_fn = linear_cross_entropy if fused else reference_cross_entropy
+    loss = loss_fn(hidden[keep], out.tgt_embed.weight, out.out_bias, tgt_out[keep], label_smoothing)
     return loss, int(keep.sum())
 
 
@@ -106,9 +107,11 @@ def average_weights(paths: list[Path]) -> dict:
 class Trainer:
     """One training run; `fit()` resumes from `last.pt` if it exists."""
 
-    def __init__(self, cfg: Config, out: Path | None = None, progress: bool = True, replay_steps: int = 0):
+    def __init__(self, cfg: Config, out: Path | None = None, progress: bool = True, replay_steps: int = 0,
+                 replay_snapshots: list[int] | None = None):
         self.cfg, self.out, self.progress = cfg, Path(out or run_dir(cfg)), progress
-        self.replay_steps = replay_steps   # > 0: stop where the clock stopped the committed run
+        self.replay_steps = replay_steps          # > 0: stop where the clock stopped the committed run
+        self.replay_snapshots = replay_snapshots  # the steps the committed run averaged (finalize)
         self.world = int(os.environ.get("WORLD_SIZE", 1))
         if self.world > 1 and not dist.is_initialized():
             dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
@@ -173,7 +176,8 @@ class Trainer:
 
     def _loss(self, src, tgt_in, tgt_out):
         # Through self.net: DDP's gradient hooks fire only through the wrapper's forward.
-        return token_loss(self.net, src, tgt_in, tgt_out, self.cfg.train.label_smoothing)[0]
+        return token_loss(self.net, src, tgt_in, tgt_out, self.cfg.train.label_smoothing,
+                          fused=self.cfg.train.fused_loss)[0]
 
     def _groups(self, epoch: int) -> list[list[int]]:
         n = self.cfg.train.accum * self.world
@@ -265,7 +269,10 @@ def finalize(trainer: Trainer) -> dict:
         # A run stopped by the clock just after an evaluation would add a near-copy of the last
         # snapshot (and weigh it twice in the average): snapshot only if the gap is real.
         gap = s["step"] - (s["history"][-1]["step"] if s["history"] else 0)
-        trainer._evaluate(snapshot=gap >= cfg.train.eval_every // 2)
+        snapshot = gap >= cfg.train.eval_every // 2
+        if trainer.replay_snapshots is not None:   # a replay averages what the committed run averaged
+            snapshot = s["step"] in trainer.replay_snapshots
+        trainer._evaluate(snapshot=snapshot)
     model.eval()
     candidates = {"best": torch.load(out / "best.pt", map_location="cpu", weights_only=True)}
     if len(s["snapshots"]) > 1:
@@ -292,6 +299,7 @@ def finalize(trainer: Trainer) -> dict:
                "train_tokens": s["tokens"], "tokens_per_second": round(s["tokens"] / max(s["elapsed"], 1e-9), 1),
                "stopped": s["stopped"], "parameters": model.num_parameters(), "history": s["history"],
                "dev_best_vs_averaged": dev_scores, "chosen_weights": chosen, "dev_beam_by_alpha": alphas,
+               "averaged_snapshots": [int(n[5:12]) for n in s["snapshots"]] if "averaged" in candidates else [],
                "len_alpha": alpha, "test": tests}
     write_json(out / "results.json", results)
     return results
@@ -310,10 +318,18 @@ def committed_steps(cfg: Config) -> int:
     """The updates of this config's committed run if its clock (`max_minutes`) stopped it, else 0.
 
     A time budget ends at a different update on every machine; retraining on a fresh machine
-    replays the committed number of updates instead: the same budget. (Bitwise the same model only
-    where the kernels are: a replay on another CPU matched to update 600, then diverged.)"""
+    replays the committed number of updates instead: the same budget, and on the CPUs measured
+    (2 cores, bf16) bitwise the same training (the en-de cpu run: every dev BLEU of its history)."""
     record = committed_record(cfg)
     return record["steps"] if record and record["stopped"] == "max_minutes" else 0
+
+
+def committed_snapshots(cfg: Config) -> list[int] | None:
+    """The steps whose weights this config's committed run averaged, where its record says
+    (`averaged_snapshots`): a replay averages the same ones, whatever today's rule for a snapshot
+    at the stop."""
+    record = committed_record(cfg)
+    return record.get("averaged_snapshots") if record else None
 
 
 def run_record(cfg: Config) -> dict | None:
@@ -324,8 +340,11 @@ def run_record(cfg: Config) -> dict | None:
 
 def record_digest(record: dict) -> str:
     """16 hex digits over a run's record without its wall-clock fields: the same run replayed on a
-    slower machine has the same digest, a run that learned anything differently has another."""
-    timeless = {k: v for k, v in record.items() if k not in ("train_minutes", "tokens_per_second")}
+    slower machine has the same digest, a run that learned anything differently has another.
+    `averaged_snapshots` is left out too: records written before it existed lack it, and the
+    scores of the averaged weights are in the record anyway."""
+    timeless = {k: v for k, v in record.items() if k not in ("train_minutes", "tokens_per_second",
+                                                             "averaged_snapshots")}
     timeless["history"] = [{k: v for k, v in h.items() if k != "minutes"} for h in record.get("history", [])]
     return hashlib.sha256(json.dumps(timeless, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -335,7 +354,7 @@ def train(cfg: Config, progress: bool = True) -> dict:
     out = run_dir(cfg)
     if (out / "results.json").is_file():
         return json.loads((out / "results.json").read_text())
-    trainer = Trainer(cfg, out, progress, replay_steps=committed_steps(cfg))
+    trainer = Trainer(cfg, out, progress, replay_steps=committed_steps(cfg), replay_snapshots=committed_snapshots(cfg))
     trainer.fit()
     if trainer.rank != 0:
         return {}

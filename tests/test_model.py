@@ -267,18 +267,39 @@ def test_bf16_fast_path_matches_fp32(trained_tiny):
     assert (fp32.argmax(-1) == bf16.float().argmax(-1)).float().mean() > 0.95
 
 
-def test_dropout_drops_at_rate_p_and_keeps_the_expectation():
+@pytest.mark.parametrize("masks", ["float32", "int16"])
+def test_dropout_drops_at_rate_p_and_keeps_the_expectation(masks):
     torch.manual_seed(0)
     x = torch.ones(1000, 1001)                       # n not a multiple of 4
     for p in (0.1, 0.2, 0.5):
-        y = dropout(x, p, training=True)
+        y = dropout(x, p, training=True, masks=masks)
         kept = y.ne(0)
         n = x.numel()
         sd = (p * (1 - p) / n) ** 0.5
         assert abs(1 - kept.float().mean().item() - p) < 5 * sd                  # drop rate p
-        assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / (1 - round(p * 65536) / 65536)))
+        p_used = p if masks == "float32" else round(p * 65536) / 65536
+        assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / (1 - p_used)))
         assert abs(y.mean().item() - 1) < 5 * sd / (1 - p)                         # E[y] = x
-    masks = [dropout(x, 0.5, True).ne(0).view(-1)[:4 * 10000].view(-1, 4).float() for _ in range(3)]
-    corr = torch.corrcoef(torch.cat(masks).T)        # the four elements of one 64-bit draw
-    assert (corr - torch.eye(4)).abs().max() < 0.05  # are independent of each other
-    assert dropout(x, 0.2, training=False) is x and dropout(x, 0.0, training=True) is x
+    drawn = [dropout(x, 0.5, True, masks).ne(0).view(-1)[:4 * 10000].view(-1, 4).float() for _ in range(3)]
+    corr = torch.corrcoef(torch.cat(drawn).T)        # neighbours (for int16: the four elements of one
+    assert (corr - torch.eye(4)).abs().max() < 0.05  # 64-bit draw) are independent of each other
+    assert dropout(x, 0.2, training=False, masks=masks) is x and dropout(x, 0.0, True, masks) is x
+
+
+def test_dropout_masks_reach_every_dropout_and_float32_is_the_committed_draw():
+    x = torch.randn(7, 9)
+    torch.manual_seed(3)
+    y = dropout(x, 0.3, True, "float32")
+    torch.manual_seed(3)                   # the committed runs' dropout, as it was written
+    assert torch.equal(y, x * (torch.rand(x.shape) >= 0.3).to(x.dtype) * (1.0 / (1.0 - 0.3)))
+
+    model = Transformer(tiny_model_config(dropout=0.3), 20).train()
+    src, tgt = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[1, 8, 9]])
+    torch.manual_seed(3)
+    reference = model(src, tgt)
+    model.set_dropout_masks("int16")
+    assert {m.dropout_masks for m in model.modules() if hasattr(m, "dropout_masks")} == {"int16"}
+    torch.manual_seed(3)
+    assert not torch.equal(model(src, tgt), reference)
+    with pytest.raises(ValueError, match="model.dropout_masks"):
+        model.set_dropout_masks("float16")

@@ -112,7 +112,7 @@ def test_average_weights(tmp_path):
         torch.testing.assert_close(v, ref, atol=1e-6, rtol=0)
 
 
-def test_final_evaluation_adds_no_near_copy_snapshot(tmp_path):
+def test_final_evaluation_adds_no_near_copy_snapshot_unless_a_replayed_run_did(tmp_path):
     """A run stopped one update after an evaluation: the final weights are evaluated (for best)
     but do not enter the average as a second copy of the last snapshot."""
     from headlib.train import finalize
@@ -123,6 +123,15 @@ def test_final_evaluation_adds_no_near_copy_snapshot(tmp_path):
     results = finalize(trainer)
     assert [h["step"] for h in results["history"]] == [4, 8, 9]
     assert trainer.state["snapshots"] == ["snap-0000004.pt", "snap-0000008.pt"]
+    assert results["averaged_snapshots"] == [4, 8]
+
+    # A replay of a committed run that did average the weights at its stop (a record written under
+    # the earlier rule) averages the same snapshots: 4, 8 and the weights of update 9.
+    replay = Trainer(cfg, tmp_path / "replay", progress=False, replay_snapshots=[4, 8, 9])
+    replay.fit()
+    assert finalize(replay)["averaged_snapshots"] == [4, 8, 9]
+    at_stop = torch.load(tmp_path / "run" / "last.pt", weights_only=False)["model"]
+    assert_same_tree(torch.load(tmp_path / "replay" / "snap-0000009.pt"), at_stop, "snapshot at the stop")
 
 
 def test_lr_schedule():
@@ -180,3 +189,23 @@ def test_smoke_run_results(smoke_run):
     # the run lives under HEADLIB_ARTIFACTS, not in the repository
     from headlib.files import artifacts_dir
     assert out.is_relative_to(artifacts_dir())
+
+
+def test_the_committed_runs_keep_their_names():
+    """Fields added to the config later (at their defaults) must not rename the committed runs: a
+    fresh machine replays each under its run directory (and bitwise, with the reference kernels)."""
+    from headlib import __version__
+    from headlib.config import Config, DataConfig, ModelConfig, TrainConfig
+    from headlib.results import results_dir
+    from headlib.train import run_dir
+    records = sorted(results_dir("cpu", "en-de", 1).parent.parent.glob("*/seed*/training_results.json"))
+    assert len(records) >= 6
+    for path in records:
+        record = json.loads(path.read_text())
+        c = record["config"]
+        cfg = Config(profile=c["profile"], model=ModelConfig(**c["model"]), data=DataConfig(**c["data"]),
+                     train=TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in c["train"].items()}))
+        assert f"{record['pair']}-{cfg.profile}-{cfg.digest(__version__)}" == record["run_dir"], path
+        assert not cfg.train.fused_loss and cfg.model.dropout_masks == "float32"
+    en_de = json.loads(records[0].read_text())                       # en-de/seed1: the default study's run
+    assert run_dir(get_config("cpu", pair="en-de")).name == en_de["run_dir"]
