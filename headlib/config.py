@@ -31,7 +31,7 @@ class ModelConfig:
     tied_embeddings: bool = True  # joint BPE -> one embedding for source, target and output
     max_positions: int = 1024
     positions: str = "interleaved"  # sinusoid layout: "interleaved" (Vaswani et al.) or "halves" (Marian)
-    dropout_masks: str = "float32"  # "float32" (torch.rand, exact p) or "int16" (3x fewer random numbers)
+    dropout_masks: str = "float32"  # "float32" (torch.rand, exact p) or "int16" (four masks per 64-bit draw)
     # Heads fixed to 0 for the whole run, e.g. "enc-self:11000000/.../00000001,dec-enc:..."
     # (one 0/1 string per layer); the "from scratch" baseline of Sec. 6 / Table 2. Empty = all on.
     head_mask: str = ""

@@ -46,8 +46,8 @@ class PruneConfig:
     mask: str = ""             # fixed: the head mask, as model.head_mask
     label: str = ""            # fixed: how the mask was chosen (names the sweep point)
     fast_kernels: bool = True  # fused loss (headlib.loss) and int16 dropout masks: the same fine-tuning, other
-                               # rounding and dropout draws, ~1.5x faster on CPU (points written before this
-                               # field existed, without it in their prune_config, used the float32 reference)
+                               # rounding and dropout draws, faster on CPU (benchmarks/train_throughput.py; points
+                               # written before this field existed, without it in their prune_config, did not use them)
 
 
 @dataclass
