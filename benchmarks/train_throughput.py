@@ -29,6 +29,7 @@ import statistics
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -115,24 +116,16 @@ def marian_loss(model, src, tgt_in, tgt_out, label_smoothing: float):
     return loss, int(keep.sum())
 
 
-def headlib_loss(model, src, tgt_in, tgt_out, label_smoothing: float):
-    return token_loss(model, src, tgt_in, tgt_out, label_smoothing)
-
-
-def headlib_fused_loss(model, src, tgt_in, tgt_out, label_smoothing: float):
-    return token_loss(model, src, tgt_in, tgt_out, label_smoothing, fused=True)
-
-
 def headlib_systems(cfg, vocab_size: int, which: str) -> list[tuple[str, Transformer, object]]:
     """headlib as the committed runs train it (float32 dropout masks, unfused loss) and/or with
     the fast kernels (`model.dropout_masks=int16`, `train.fused_loss=true`)."""
     norm = f"{cfg.model.norm}-LN"
     systems = []
     if which in ("reference", "both"):
-        systems.append((f"headlib ({norm})", Transformer(cfg.model, vocab_size), headlib_loss))
+        systems.append((f"headlib ({norm})", Transformer(cfg.model, vocab_size), token_loss))
     if which in ("fast", "both"):
         model = Transformer(replace(cfg.model, dropout_masks="int16"), vocab_size)
-        systems.append((f"headlib fast ({norm})", model, headlib_fused_loss))
+        systems.append((f"headlib fast ({norm})", model, partial(token_loss, fused=True)))
     return systems
 
 

@@ -59,6 +59,12 @@ def parse_mask_spec(spec: str, layers: dict[str, int], n_heads: int) -> dict[str
 DROPOUT_MASKS = ("float32", "int16")
 
 
+def check_dropout_masks(masks: str) -> str:
+    if masks not in DROPOUT_MASKS:
+        raise ValueError(f"model.dropout_masks: {masks!r}; valid: {', '.join(DROPOUT_MASKS)}")
+    return masks
+
+
 def dropout(x, p: float, training: bool, masks: str = "float32"):
     """Inverted dropout; `masks` (ModelConfig.dropout_masks) says how the mask is drawn.
 
@@ -69,10 +75,8 @@ def dropout(x, p: float, training: bool, masks: str = "float32"):
     of random numbers where torch.rand took 3.0 ms. The two draw different masks from one seed."""
     if not training or p == 0.0:
         return x
-    if masks == "float32":
+    if check_dropout_masks(masks) == "float32":
         return x * (torch.rand(x.shape, device=x.device) >= p).to(x.dtype) * (1.0 / (1.0 - p))
-    if masks != "int16":
-        raise ValueError(f"model.dropout_masks: {masks!r}; valid: {', '.join(DROPOUT_MASKS)}")
     n, drop = x.numel(), round(p * 65536)
     bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-2 ** 63, None)
     r = bits.view(torch.int16)[:n].view(x.shape)                # uniform on [-32768, 32767]
@@ -267,9 +271,7 @@ class Transformer(nn.Module):
 
     def set_dropout_masks(self, masks: str) -> None:
         """How every dropout of the model draws its masks ("float32" or "int16", see `dropout`)."""
-        if masks not in DROPOUT_MASKS:
-            raise ValueError(f"model.dropout_masks: {masks!r}; valid: {', '.join(DROPOUT_MASKS)}")
-        self.dropout_masks = masks
+        self.dropout_masks = check_dropout_masks(masks)
         for module in self.modules():
             if hasattr(module, "dropout_masks"):
                 module.dropout_masks = masks
