@@ -214,8 +214,10 @@ class Trainer:
         bar = None
         if self.progress and self.rank == 0:
             from tqdm.auto import tqdm
-            bar = tqdm(total=cfg.train.max_steps, initial=s["step"], desc=f"train {cfg.data.pair}/{cfg.profile}",
-                       dynamic_ncols=True, mininterval=5)
+            # A replay knows its last update; a clock-capped run does not (the clock's time left is shown).
+            clocked = cfg.train.max_minutes and not self.replay_steps
+            bar = tqdm(total=None if clocked else min(self.replay_steps or cfg.train.max_steps, cfg.train.max_steps),
+                       initial=s["step"], desc=f"train {cfg.data.pair}/{cfg.profile}", dynamic_ncols=True, mininterval=5)
         save_every = cfg.train.save_every or cfg.train.eval_every
         t0, window_tokens, window_t = time.time() - s["elapsed"], 0, time.time()
         while not s["stopped"]:
@@ -227,7 +229,7 @@ class Trainer:
                 window_tokens += ntok
                 if s["step"] % cfg.train.eval_every == 0:
                     bleu = self._evaluate() if self.rank == 0 else 0.0
-                    if bar:
+                    if bar is not None:
                         bar.set_postfix_str(f"dev BLEU {bleu:.1f} (best {s['best_bleu']:.1f})")
                     if s["bad_evals"] >= cfg.train.patience:
                         s["stopped"] = "early stopping"
@@ -244,19 +246,20 @@ class Trainer:
                         s["stopped"] = "rank 0"
                 if s["step"] % save_every == 0 or s["stopped"]:
                     self._save_last()
-                if bar:
+                if bar is not None:
                     bar.update(1)
                     if s["step"] % 10 == 0:
                         rate = window_tokens / max(time.time() - window_t, 1e-9)
-                        bar.set_description(f"train {cfg.data.pair}/{cfg.profile} loss {loss / ntok:.3f} {rate:,.0f} tok/s")
+                        left = f", {cfg.train.max_minutes - s['elapsed'] / 60:.0f} min left" if clocked else ""
+                        bar.set_description(f"train {cfg.data.pair}/{cfg.profile} loss {loss / ntok:.3f} {rate:,.0f} tok/s{left}")
                         window_tokens, window_t = 0, time.time()
                 if stop_after is not None and s["step"] >= stop_after:
-                    if bar:
+                    if bar is not None:
                         bar.close()
                     return s
             if not s["stopped"]:
                 s["epoch"] += 1; s["pos"] = 0
-        if bar:
+        if bar is not None:
             bar.close()
         return s
 

@@ -76,15 +76,17 @@ def test_resume_is_bitwise_identical(tmp_path):
         assert_same_tree(a, b, name)
 
 
-def test_clock_stopped_run_is_replayed_to_its_committed_updates(tmp_path, artifacts_tmp):
+def test_clock_stopped_run_is_replayed_to_its_committed_updates(tmp_path, artifacts_tmp, capsys):
     """A run the clock stopped is retrained (on a fresh machine) to the committed number of updates,
-    not to whatever its own clock allows: bitwise the run limited to that many updates."""
+    not to whatever its own clock allows: bitwise the run limited to that many updates. The progress
+    bar shows the clock's time left, or the replay's last update."""
     from headlib.results import results_dir
     from headlib.train import committed_steps, run_dir
     clocked = get_config("smoke", RESUME + ["train.max_minutes=1e-9"])   # the clock ends it after 1 update
-    own_clock = Trainer(clocked, tmp_path / "clock", progress=False)
+    own_clock = Trainer(clocked, tmp_path / "clock", progress=True)
     own_clock.fit()
     assert own_clock.state["step"] == 1 and own_clock.state["stopped"] == "max_minutes"
+    assert "1it " in capsys.readouterr().err                             # no made-up total
 
     assert committed_steps(clocked) == 0                                  # nothing committed yet
     committed = results_dir("smoke", "en-de", clocked.train.seed) / "training_results.json"
@@ -93,9 +95,10 @@ def test_clock_stopped_run_is_replayed_to_its_committed_updates(tmp_path, artifa
         committed.write_text(json.dumps({"run_dir": run, "stopped": stopped, "steps": 7}))
         assert committed_steps(clocked) == expected
 
-    replayed = Trainer(clocked, tmp_path / "replay", progress=False, replay_steps=committed_steps(clocked))
+    replayed = Trainer(clocked, tmp_path / "replay", progress=True, replay_steps=committed_steps(clocked))
     replayed.fit()
     assert replayed.state["step"] == 7 and replayed.state["stopped"] == "max_minutes"
+    assert "7/7 " in capsys.readouterr().err
     limited = Trainer(get_config("smoke", RESUME + ["train.max_steps=7"]), tmp_path / "limited", progress=False)
     limited.fit()
     assert_same_tree(limited.model.state_dict(), replayed.model.state_dict(), "model")
