@@ -65,7 +65,8 @@ class Notebook:
                                    # with {pair} and {seed} filled in (other pairs' tables too)
     across_seeds: bool = False     # compares every seed of its pair: executed for the run's first seed only
     pair: str = ""                 # a fixed pair (the notebook trains its own models): executed once, for
-                                   # this pair and the run's first seed, whatever pairs the run names
+                                   # this pair and the run's first seed, when the run names the pair or
+                                   # the output is missing (else the output is kept, like other pairs')
 
 
 # In dependency order of the paper's sections; `after` makes the order explicit.
@@ -357,6 +358,11 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
             source, output = src_dir / f"{task.nb.name}.ipynb", task.output(out, task.nb.name)
             key, basis = task_key(task, source, out)
             manifest = read_manifest(output)
+            if manifest and task.nb.pair and task.nb.pair not in pairs:
+                log(f"{head}: kept ({task.pair} is not among this run's pairs; "
+                    f"--pairs {','.join(pairs + [task.pair])} reruns it; {len(tasks) - i} left)")
+                results.append(TaskResult(task, "skipped", 0.0, output))
+                continue
             if manifest and manifest.get("key") == key and not force:
                 log(f"{head}: unchanged, skipped ({len(tasks) - i} left)")
                 results.append(TaskResult(task, "skipped", 0.0, output))

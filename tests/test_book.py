@@ -164,6 +164,13 @@ def test_a_notebook_with_a_fixed_pair_runs_once_for_it(tmp_path):
                        src_dir=tmp_path / "src", log=print)
     assert [(r.status, r.task.pair, r.task.seed) for r in results] == [("executed", "en-ru", 2)]
     assert results[0].output == tmp_path / "out" / "executed" / "en-ru" / "seed2" / "tiny.ipynb"
+    # Once it exists, a run that does not name its pair keeps it, even when forced (like other pairs')
+    kept = book.run("smoke", ["en-de"], (2,), tmp_path / "out", progress=False, notebooks=[fixed],
+                    src_dir=tmp_path / "src", log=print, force=True)
+    assert [r.status for r in kept] == ["skipped"]
+    rerun = book.run("smoke", ["en-de", "en-ru"], (2,), tmp_path / "out", progress=False, notebooks=[fixed],
+                     src_dir=tmp_path / "src", log=print, force=True)
+    assert [(r.status, r.task.pair) for r in rerun] == [("executed", "en-ru")]
 
 
 def test_failing_notebook_keeps_the_previous_good_output(tmp_path):
