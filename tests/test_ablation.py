@@ -45,4 +45,15 @@ def test_head_types_cover_every_head_once(trained_tiny):
     maps = teacher_forced_attention(trained_tiny, DigitBPE(), reverse_corpus(), n=5)
     assert maps[0]["dec-enc"].shape[:2] == (2, 4)
     table = head_types(maps)
-    assert len(table) == 3 * 2 * 4 and table["share"].between(0.2, 1).all()
+    assert len(table) == 3 * 2 * 4
+    assert len(table[["kind", "layer", "head"]].drop_duplicates()) == 3 * 2 * 4
+
+
+def test_head_types_take_the_most_frequent_type_and_its_share():
+    n = 8
+    eye, first = torch.eye(n), torch.zeros(n, n)
+    first[:, 0] = 1.0
+    maps = [{"enc-self": m.expand(1, 2, n, n)} for m in (eye, eye, eye, first, first)]   # 1 layer, 2 heads
+    table = head_types(maps)
+    assert table[["layer", "head", "type"]].values.tolist() == [[1, 1, "diagonal"], [1, 2, "diagonal"]]
+    assert table["share"].tolist() == [0.6, 0.6]

@@ -42,3 +42,31 @@ def test_a_claim_that_fails(tmp_path):
     table = claims_table(tmp_path).set_index("claim")
     assert table.loc["C1", "verdict"] == FAILS       # rho = -1
     assert table.loc["C2", "verdict"] == FAILS       # top share 0.4 < 2 x 0.25
+
+
+def _rare_word_tables(out, rank_of_head_2):
+    ranks = [2, rank_of_head_2, 3, 4] if rank_of_head_2 == 1 else [1, rank_of_head_2, 3, 4]
+    imp = _importance([0.3, 0.4, 0.2, 0.1], [0.5, 0.6, 0.4, 0.3]).assign(rank_in_layer=ranks)
+    imp.to_csv(out / "head_importance.csv", index=False)
+    pd.DataFrame({"layer": 1, "head": [1, 2, 3, 4], "rarest": [0.2, 0.7, 0.3, 0.1],
+                  "top2": [0.4, 0.9, 0.5, 0.2], "n": 100}).to_csv(out / "rare_word_rates.csv", index=False)
+
+
+def test_rare_word_claim_needs_the_rarest_rate_and_the_top_rank(tmp_path):
+    _rare_word_tables(tmp_path, rank_of_head_2=1)
+    row = claims_table(tmp_path).set_index("claim").loc["C5"]
+    assert row["verdict"] == HOLDS and row["ours"].startswith("head 1.2: rarest 70%, one of two rarest 90%")
+    assert "(+45.0 points over the median layer-1 head), LRP rank 1" in row["ours"]
+    _rare_word_tables(tmp_path, rank_of_head_2=2)
+    assert claims_table(tmp_path).set_index("claim").loc["C5", "verdict"] == PARTLY   # top-2 90% > 50%
+
+
+def test_specialized_heads_survive_claim_counts_significant_models(tmp_path):
+    surv = pd.DataFrame({"survives_to_lambda": [0.01, 0.005, 0.002, 0.001], "relevance": [0.4, 0.3, 0.2, 0.1]})
+    surv.to_csv(tmp_path / "pruning_survival.csv", index=False)
+    for mw, fisher, expected in [([0.01, 0.02], [0.5, 0.03], HOLDS), ([0.01, 0.2], [0.5, 0.03], PARTLY),
+                                 ([0.01, 0.02], [0.5, 0.5], PARTLY), ([0.3, 0.2], [0.01, 0.01], FAILS)]:
+        pd.DataFrame({"Mann-Whitney p": mw, "Fisher p": fisher}).to_csv(tmp_path / "pruning_enrichment.csv", index=False)
+        row = claims_table(tmp_path).set_index("claim").loc["C9"]
+        assert row["verdict"] == expected, (mw, fisher)
+    assert "survival vs relevance rho = 1.00" in row["ours"]

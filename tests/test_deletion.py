@@ -42,3 +42,26 @@ def test_refined_lrp_with_all_heads_is_plain_lrp(trained_tiny):
     assert not torch.allclose(source_relevance_batch(model, src, tgt_in, tgt_out, torch.zeros(2, 4)), plain)
     table = compare_orderings(model, bpe, list(reverse_corpus(4).src), torch.tensor([[1, 1, 0, 0], [0, 1, 1, 0.0]]))
     assert set(table["ordering"]) == {"plain LRP", "refined LRP", "random"} and table["area"].notna().all()
+    # Nothing deleted: every ordering starts at the mean log-probability of the model's own
+    # translation, written out here from one teacher-forced forward pass
+    first = table[table["sentence"] == 0]
+    src = torch.tensor([bpe.encode_batch(list(reverse_corpus(4).src[:1]))[0] + [2]])
+    tgt_in, tgt_out = own_translations(model, src)
+    with torch.no_grad():
+        logp = model(src, tgt_in).float().log_softmax(-1)[0]
+    expected = logp.gather(-1, tgt_out[0, :, None]).mean().item()
+    assert first["0"].tolist() == pytest.approx([expected] * 3, rel=1e-5)
+
+
+def test_source_relevance_is_the_sum_over_steps_of_each_steps_input_relevance():
+    """One backward pass over the summed top-1 logits = the per-step relevance of the encoder's
+    input (written out step by step with the conservation test's helper), summed over steps."""
+    from test_lrp import batch, relevance_at, tiny_model
+    model = tiny_model(seed=2, zero_bias=False)
+    src, tgt_in, tgt_out = batch()
+    fast = source_relevance_batch(model, src, tgt_in, tgt_out)          # (B, S)
+    for row in range(src.size(0)):
+        steps = [t for t in range(tgt_out.size(1)) if tgt_out[row, t] != 0]
+        per_step = sum(relevance_at(model, src[row:row + 1], tgt_in[row:row + 1, :max(steps) + 1], t, 0,
+                                    ["encoder.0"])[1][0] for t in steps)
+        assert fast[row].sum().item() == pytest.approx(per_step, rel=1e-4, abs=1e-5)

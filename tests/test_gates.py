@@ -72,3 +72,20 @@ def test_closed_gate_is_the_head_removed():
     model_masked.set_head_mask("enc-self", mask)
     assert torch.equal(model(src, tgt, gates=g), model_masked(src, tgt))
     assert gates.hard_masks()["enc-self"].tolist() == mask.tolist()
+
+
+def test_penalty_is_the_expected_number_of_open_gates():
+    """Closed form (paper Sec. 6.1) at log_alpha = 0, and the frequency of nonzero sampled gates."""
+    gates = HardConcreteGates({"enc-self": (2, 3), "dec-self": (2, 3)})
+    with torch.no_grad():
+        for a in gates.log_alpha.values():
+            a.zero_()
+    p_open = 1 / (1 + math.exp(0.33 * math.log(0.1 / 1.1)))
+    assert gates.penalty().item() == pytest.approx(12 * p_open, rel=1e-6)
+    torch.manual_seed(0)
+    many = HardConcreteGates({"enc-self": (1, 40000)})
+    with torch.no_grad():
+        many.log_alpha["enc_self"].fill_(0.7)
+    many.train()
+    sampled = (many()["enc-self"] != 0).float().mean().item()
+    assert sampled == pytest.approx(many.penalty().item() / 40000, abs=0.01)

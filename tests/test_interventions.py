@@ -17,8 +17,9 @@ def weights():
 def test_log_quantization_with_enough_bits_is_the_identity():
     w = weights()
     torch.testing.assert_close(log_quantize(24, floor=1e-9)(w, 0), w, atol=1e-6, rtol=0)
-    coarse = log_quantize(2, floor=1e-2)(w, 0)
-    assert len(coarse.unique()) <= 4 and (coarse[w < 1e-2] == 0).all()
+    coarse = log_quantize(2, floor=1e-2)(w, 0)          # 3 levels: 1e-2, 1e-1, 1; below the floor 0
+    expected = torch.where(w >= 1e-2, 10 ** torch.round(torch.log10(w)), torch.zeros_like(w))
+    torch.testing.assert_close(coarse, expected, rtol=1e-5, atol=0)
 
 
 def test_threshold_zeroes_and_counts_small_values():
@@ -40,11 +41,12 @@ def test_constant_attention_with_a_sentences_own_pattern_reproduces_it(trained_t
         every_head = {(l, h) for l in range(2) for h in range(4)}
         with edit_attention(model, "enc-self", constant_attention(patterns, every_head)):
             same = model(src, tgt_in)
-        other = reverse_corpus(1, seed=9).src[0]
+        other = next(s for s in reverse_corpus(50, seed=9).src    # another sentence of the same length
+                     if len(s.split()) == len(sentence.split()) and s != sentence)
         with edit_attention(model, "enc-self", constant_attention(average_patterns(model, bpe, [other]), every_head)):
             edited = model(src, tgt_in)
     torch.testing.assert_close(same, before, atol=1e-6, rtol=0)
-    assert len(bpe.encode_batch([other])[0]) != len(bpe.encode_batch([sentence])[0]) or not torch.allclose(edited, before)
+    assert not torch.allclose(edited, before, atol=1e-4)           # the edit is applied
     with torch.no_grad():
         assert torch.equal(model(src, tgt_in), before)              # hooks removed
 

@@ -266,3 +266,22 @@ def test_sentence_normalization_equals_summing_steps_before_normalizing():
             expected += (per_sentence / per_sentence.abs().sum(-1, keepdim=True)).double() * int(valid[b].sum())
     assert n == int(valid.sum())
     torch.testing.assert_close(fast, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_corpus_relevance_is_the_mean_over_every_step_of_every_sentence(trained_tiny):
+    """`head_relevance` (sorted by length, batched, own translations) = the per-sentence sums,
+    each computed alone, divided by the total number of steps (len(translation) + 1 each)."""
+    from headlib.batching import source_tensor
+    from headlib.lrp import head_relevance, own_translations
+    from around_helpers import DigitBPE, reverse_corpus
+    bpe, sentences = DigitBPE(), list(reverse_corpus(5).src)
+    mean, steps = head_relevance(trained_tiny, bpe, sentences, batch_size=2)
+    total, expected_steps = 0.0, 0
+    for ids in bpe.encode_batch(sentences):
+        src = source_tensor([ids])
+        tgt_in, tgt_out = own_translations(trained_tiny, src)
+        t, n = head_relevance_batch(trained_tiny, src, tgt_in, tgt_out)
+        total, expected_steps = total + t, expected_steps + n
+        assert n == tgt_in.size(1)                                  # len(translation) + 1 (EOS)
+    assert steps == expected_steps
+    torch.testing.assert_close(mean, (total / expected_steps).float(), rtol=1e-5, atol=1e-6)
