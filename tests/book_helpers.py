@@ -16,6 +16,7 @@ class SmokeBook:
     build: object             # subprocess.CompletedProcess of the strict jupyter-book build
     run_seconds: float
     build_seconds: float
+    book_src_changed: list    # files under book/ (the committed cpu book) that the run touched
 
     @property
     def html(self) -> Path:
@@ -31,13 +32,20 @@ def smoke_book(tmp_path_factory) -> SmokeBook:
     strictly. Never touches book/ or the repository's artifacts/."""
     if "smoke" not in _CACHE:
         out = tmp_path_factory.mktemp("book-smoke")
+        before = _stamps(book.BOOK_SRC)
         t0 = time.time()
         results = book.run("smoke", ["en-de"], [1], out, progress=False, log=lambda msg: print(msg, flush=True))
         t1 = time.time()
         build = book.build(out)
-        _CACHE["smoke"] = SmokeBook(out, results, build, t1 - t0, time.time() - t1)
+        after = _stamps(book.BOOK_SRC)
+        changed = sorted(str(p) for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+        _CACHE["smoke"] = SmokeBook(out, results, build, t1 - t0, time.time() - t1, changed)
         print(f"smoke book: runner {t1 - t0:.0f} s, build {time.time() - t1:.0f} s")
     return _CACHE["smoke"]
+
+
+def _stamps(root: Path) -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
 
 
 def build_log(b: SmokeBook) -> str:

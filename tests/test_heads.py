@@ -122,3 +122,66 @@ def test_rare_word_rates():
     assert r.loc[1, "rarest"] == 1.0 and r.loc[1, "top2"] == 1.0
     assert r.loc[2, "rarest"] == 0.0 and r.loc[2, "top2"] == 1.0
     assert r.loc[3, "rarest"] == 0.0 and r.loc[3, "top2"] == 0.0
+
+
+def test_encoder_attention_crops_padded_batches_back_to_each_sentence(trained_tiny):
+    """Sentences batched by length (with padding) get the maps they get alone, in input order."""
+    from headlib.batching import source_tensor
+    from headlib.heads import encoder_attention
+    from around_helpers import DigitBPE, reverse_corpus
+    bpe, sentences = DigitBPE(), list(reverse_corpus(7, seed=5).src)
+    ids = bpe.encode_batch(sentences)
+    assert len({len(i) for i in ids}) >= 3
+    maps = encoder_attention(trained_tiny, bpe, sentences, max_tokens=14)    # several batches, padded
+    for i, m in zip(ids, maps):
+        with torch.no_grad():
+            alone = trained_tiny.encode(source_tensor([i]), return_attention=True)[1][:, 0].float()
+        assert m.shape == (2, 4, len(i) + 1, len(i) + 1)
+        torch.testing.assert_close(m, alone, atol=1e-6, rtol=1e-5)
+
+
+CONLLU = [
+    "# text = Dogs don't chase cats",
+    "1\tDogs\tdog\tNOUN\tNNS\t_\t4\tnsubj\t_\t_",
+    "2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_",                     # a multiword token: its words follow
+    "2\tdo\tdo\tAUX\tVBP\t_\t4\taux\t_\t_",
+    "3\tn't\tnot\tPART\tRB\t_\t4\tadvmod\t_\t_",
+    "4\tchase\tchase\tVERB\tVB\t_\t0\troot\t_\t_",
+    "5\tcats\tcat\tNOUN\tNNS\t_\t4\tobj\t_\t_",
+    "",
+    "# text = Cats were chased",
+    "1\tCats\tcat\tNOUN\tNNS\t_\t3\tnsubj:pass\t_\t_",
+    "2\twere\tbe\tAUX\tVBD\t_\t3\taux:pass\t_\t_",
+    "3\tchased\tchase\tVERB\tVBN\t_\t0\troot\t_\t_",
+    "3.1\tchased\tchase\tVERB\tVBN\t_\t_\t_\t3:conj\t_",     # an empty node: skipped
+    "",
+    "# text = Hello world",
+    "1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_",                 # the form is not in the text: skipped
+    "",
+]
+
+
+def test_gold_trees_are_read_with_0_based_words_and_paper_relation_names(tmp_path):
+    from headlib.heads import normalize_relation, parse_conllu
+    path = tmp_path / "tiny.conllu"
+    path.write_text("\n".join(CONLLU) + "\n", encoding="utf-8")
+    dogs, cats = parse_conllu(path)
+    assert dogs.spans == ((0, 4), (5, 7), (7, 10), (11, 16), (17, 21))
+    assert dogs.arcs == (("nsubj", 3, 0), ("advmod", 3, 2), ("dobj", 3, 4))
+    assert cats.spans == ((0, 4), (5, 9), (10, 16)) and cats.arcs == (("nsubj", 2, 0),)
+    assert [normalize_relation(r) for r in ("obj", "nsubj:pass", "amod")] == ["dobj", "nsubj", "amod"]
+
+
+def test_importance_ranks_and_head_function_labels_on_hand_built_tables():
+    import pandas as pd
+    from headlib.heads import head_functions, importance_table
+    table = importance_table(torch.tensor([[0.1, 0.5, 0.5, 0.2]]), torch.tensor([[0.9, 0.1, 0.2, 0.3]]))
+    assert table["rank_in_layer"].tolist() == [4, 1, 1, 3]                    # ties share the best rank
+    assert table[["layer", "head"]].values.tolist() == [[1, 1], [1, 2], [1, 3], [1, 4]]
+    positional = pd.DataFrame({"layer": [1, 1], "head": [1, 2], "offset": [-1, 1], "positional": [True, False]})
+    syntactic = pd.DataFrame({"relation": "nsubj", "direction": "v->s", "layer": [2, 2], "head": [3, 4],
+                              "accuracy": [0.60, 0.50]})
+    baseline = pd.DataFrame({"relation": ["nsubj"], "direction": ["v->s"], "accuracy": [0.45]})
+    rare = pd.DataFrame({"layer": [1, 1, 2], "head": [1, 2, 1], "rarest": [0.6, 0.3, 0.9], "n": 10})
+    labels = head_functions(positional, syntactic, baseline, rare)
+    assert labels.values.tolist() == [[1, 1, "pos-1, rare"], [2, 3, "nsubj v->s"]]   # 0.05 over: not syntactic

@@ -8,7 +8,7 @@ import torch
 
 from headlib.bpe import PAD_ID
 from headlib.model import KINDS, MultiHeadAttention, Transformer, dropout
-from headlib.config import get_config
+from headlib.config import ModelConfig, get_config
 from headlib.train import autocast
 
 from conftest import tiny_model_config
@@ -303,3 +303,23 @@ def test_dropout_masks_reach_every_dropout_and_float32_is_the_committed_draw():
     assert not torch.equal(model(src, tgt), reference)
     with pytest.raises(ValueError, match="model.dropout_masks"):
         model.set_dropout_masks("float16")
+
+
+def test_sinusoid_table_interleaves_sin_and_cos_and_extends_past_its_length():
+    """Vaswani et al. (2017) Sec. 3.5, written out: PE(pos, 2i) = sin(pos / 10000^(2i/d)),
+    PE(pos, 2i+1) = cos(...). Positions past the model's table are computed on the fly, equal."""
+    from headlib.model import sinusoid_table
+    d = 8
+    expected = torch.tensor([[math.sin(p / 10000 ** (2 * (j // 2) / d)) if j % 2 == 0 else
+                              math.cos(p / 10000 ** (2 * (j // 2) / d)) for j in range(d)] for p in range(5)])
+    torch.testing.assert_close(sinusoid_table(5, d), expected, atol=1e-6, rtol=0)
+    cfg = ModelConfig(d_model=16, n_heads=4, d_ff=32, enc_layers=1, dec_layers=1, dropout=0.0, norm="pre")
+    model = Transformer(cfg, vocab_size=12).eval()
+    tokens = torch.randint(4, 12, (2, 6))
+    n = model.positions.size(0)
+    with torch.no_grad():
+        inside = model._embed(model.embed, tokens, offset=0)
+        past = model._embed(model.embed, tokens, offset=n - 2)       # 4 of 6 positions past the table
+    big = sinusoid_table(n + 4, 16)
+    torch.testing.assert_close(inside - model.positions[:6], past - big[n - 2:n + 4], atol=1e-5, rtol=0)
+    torch.testing.assert_close(model.positions, sinusoid_table(n, 16))
