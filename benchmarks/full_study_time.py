@@ -1,0 +1,90 @@
+"""The whole default study from an empty artifacts/, timed: clone the repository's HEAD into a new
+directory (no artifacts/, no .venv), set up the environment, execute every page of the pair
+(forced, so that every notebook runs and is timed, as on a fresh machine whose outputs changed),
+build the book strictly, and write the seconds of each phase and of each notebook as JSON.
+
+    python benchmarks/full_study_time.py [--dir DIR] [--pairs en-de] [--json OUT]   # hours on 2 cores
+
+A clone reads the data of this checkout ($HEADLIB_DATA, else ../shared/data beside it). The
+training phase replays the committed run (its number of updates and averaged snapshots), so on a
+machine slower than the committed run's it takes longer than the run's clock; the Sec. 6 points
+are read from results/ when the replayed model's fingerprint matches theirs.
+`--summarize DIR` only writes the JSON of a clone whose run finished (phase seconds from its log).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from headlib.files import write_json  # noqa: E402
+
+LOG = "full_study_time.log"
+PHASES = (("install", "make .venv/.installed"),
+          ("study", ".venv/bin/python -m headlib.book run --profile cpu --pairs {pairs} --force"),
+          ("build", ".venv/bin/jupyter-book build book/ -W -n --keep-going"))
+
+
+def run_phases(clone: Path, pairs: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "HEADLIB_ARTIFACTS"}
+    env["HEADLIB_DATA"] = str(Path(os.environ.get("HEADLIB_DATA", REPO.parent / "shared" / "data")).resolve())
+    with open(clone / LOG, "w") as log:
+        for name, command in PHASES:
+            t0 = time.time()
+            print(f"[phase {name}] {command.format(pairs=pairs)}", file=log, flush=True)
+            rc = subprocess.call(command.format(pairs=pairs), shell=True, cwd=clone, env=env, stdout=log,
+                                 stderr=subprocess.STDOUT)
+            print(f"{name}_rc {rc} {name}_s {time.time() - t0:.0f}", file=log, flush=True)
+            if rc:
+                raise SystemExit(f"{name} failed (rc {rc}); see {clone / LOG}")
+
+
+def summarize(clone: Path, pairs: str, log_text: str) -> dict:
+    """Seconds per phase (from the log), per notebook (its manifest) and of the training (the
+    runner's clock when the first notebook started executing)."""
+    phases = {m[1]: int(m[2]) for m in re.finditer(r"\b(install|study|build)_s (\d+)", log_text)}
+    notebooks = {}
+    for pair in pairs.split(","):
+        for path in sorted((clone / "book" / "executed" / pair / "seed1").glob("*.manifest.json")):
+            m = json.loads(path.read_text())
+            notebooks[f"{pair}/{m['notebook']}"] = {"seconds": m["seconds"], "executed_at": m["executed_at"]}
+    clock = re.search(r"\[book (\d+):(\d\d):(\d\d)\] 1/\d+ \S+ \[[^]]+\]: executing", log_text)
+    training = int(clock[1]) * 3600 + int(clock[2]) * 60 + int(clock[3]) if clock else None
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True,
+                            text=True).stdout.strip()
+    return {"commit": commit, "pairs": pairs, "cores": os.cpu_count(), "phases_seconds": phases,
+            "training_and_final_scoring_seconds": training, "notebooks": notebooks,
+            "total_seconds": sum(phases.values())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", help="the new clone (default: full-study beside this checkout)")
+    parser.add_argument("--pairs", default="en-de")
+    parser.add_argument("--summarize", help="only summarize this finished clone")
+    parser.add_argument("--log", help="its log (default: DIR/full_study_time.log)")
+    parser.add_argument("--json", default=str(REPO / "artifacts" / "bench" / "full_study_time.json"))
+    args = parser.parse_args()
+    if args.summarize:
+        clone = Path(args.summarize)
+    else:
+        clone = Path(args.dir or REPO.parent / "full-study")
+        if clone.exists():
+            raise SystemExit(f"{clone} exists; give a new --dir")
+        subprocess.check_call(["git", "clone", "-q", str(REPO), str(clone)])
+        run_phases(clone, args.pairs)
+    summary = summarize(clone, args.pairs, Path(args.log or clone / LOG).read_text(errors="replace"))
+    write_json(Path(args.json), summary)
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
