@@ -212,3 +212,18 @@ def test_the_committed_runs_keep_their_names():
         assert not cfg.train.fused_loss and cfg.model.dropout_masks == "float32"
     en_de = json.loads(records[0].read_text())                       # en-de/seed1: the default study's run
     assert run_dir(get_config("cpu", pair="en-de")).name == en_de["run_dir"]
+
+
+def test_record_digest_ignores_later_fields_at_their_defaults():
+    """A replay writes every config field; the committed record predates some of them. At their
+    defaults they leave the digest (so page keys) unchanged; at other values they change it."""
+    from headlib.train import record_digest
+    committed = {"steps": 7, "train_minutes": 45.0, "history": [{"step": 7, "minutes": 45.0, "dev_bleu": 1.0}],
+                 "config": {"model": {"d_model": 16}, "train": {"lr": 1e-3}, "profile": "smoke"}}
+    replay = json.loads(json.dumps(committed))
+    replay["train_minutes"], replay["history"][0]["minutes"] = 80.0, 80.0
+    replay["config"]["model"] |= {"dropout_masks": "float32", "positions": "interleaved"}
+    replay["config"]["train"]["fused_loss"] = False
+    assert record_digest(replay) == record_digest(committed)
+    replay["config"]["train"]["fused_loss"] = True
+    assert record_digest(replay) != record_digest(committed)
