@@ -82,6 +82,17 @@ UNHASHED_DEFAULTS = {"model.head_mask": "", "model.positions": "interleaved", "d
                      "model.dropout_masks": "float32", "train.fused_loss": False}
 
 
+def without_later_defaults(config: dict) -> dict:
+    """A config dict (`Config.to_dict()`, or a run record's "config") without the fields of
+    `UNHASHED_DEFAULTS` that are at their defaults (records written before them lack them)."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in config.items()}
+    for key, default in UNHASHED_DEFAULTS.items():
+        section, name = key.split(".")
+        if out.get(section, {}).get(name, object()) == default:
+            del out[section][name]
+    return out
+
+
 @dataclass(frozen=True)
 class Config:
     profile: str = "cpu"
@@ -96,12 +107,8 @@ class Config:
         """Short hash of the config (and `extra`, e.g. the headlib version) for cache keys.
         `train.threads` is left out: it changes speed, not results; so are fields added later
         while at their default (`UNHASHED_DEFAULTS`), so that earlier runs keep their hash."""
-        d = self.to_dict()
+        d = without_later_defaults(self.to_dict())
         d["train"].pop("threads")
-        for key, default in UNHASHED_DEFAULTS.items():
-            section, name = key.split(".")
-            if d[section][name] == default:
-                d[section].pop(name)
         blob = json.dumps(d, sort_keys=True) + extra
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

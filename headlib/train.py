@@ -32,7 +32,7 @@ import torch.distributed as dist
 from . import __version__
 from .batching import Encoded, collate, epoch_order, make_batches
 from .bpe import BPE, PAD_ID, cached_bpe
-from .config import UNHASHED_DEFAULTS, Config, ModelConfig
+from .config import Config, ModelConfig, without_later_defaults
 from .data import Corpus, load_split, test_sets
 from .decode import score, translate
 from .files import artifacts_dir, torch_save, write_json
@@ -350,12 +350,7 @@ def record_digest(record: dict) -> str:
                                                              "averaged_snapshots")}
     timeless["history"] = [{k: v for k, v in h.items() if k != "minutes"} for h in record.get("history", [])]
     if "config" in record:   # fields added after a run was committed, at their defaults, as in its hash
-        config = {section: dict(values) for section, values in record["config"].items() if isinstance(values, dict)}
-        for key, default in UNHASHED_DEFAULTS.items():
-            section, name = key.split(".")
-            if config.get(section, {}).get(name, object()) == default:
-                del config[section][name]
-        timeless["config"] = record["config"] | config
+        timeless["config"] = without_later_defaults(record["config"])
     return hashlib.sha256(json.dumps(timeless, sort_keys=True).encode()).hexdigest()[:16]
 
 
