@@ -5,7 +5,8 @@
 All run over the same held-out sentences, teacher-forced on the model's own greedy translations
 (decoded once beforehand, not timed), in fp32, in one process. Prints seconds and the ratios of
 both normalizations (per step, the paper's; per sentence, one backward per batch) and the rank
-correlation of the two head rankings.
+correlation of the two head rankings; and the per-step time with the top-1 logits taken from the
+full (B, T, V) logits, as before `headlib.lrp.top1_start` (the same relevances, checked).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -21,8 +23,9 @@ import torch  # noqa: E402
 from headlib.batching import source_tensor  # noqa: E402
 from headlib.data import analysis_sentences  # noqa: E402
 from headlib.files import write_json  # noqa: E402
+from headlib import lrp  # noqa: E402
 from headlib.lrp import NORMALIZE, head_relevance_batch, own_translations  # noqa: E402
-from headlib.train import load_model, token_loss  # noqa: E402
+from headlib.train import load_model, machine, token_loss  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -59,19 +62,32 @@ def main(argv=None) -> int:
         seconds[normalize] = time.perf_counter() - t0
         relevance[normalize] = (total / steps).flatten()
 
+    # Before top1_start: each step's backward pass went through the (V, D) output projection.
+    full_logits = lambda model, src, tgt_in: lrp.top1_logits(model(src, tgt_in).float())  # noqa: E731
+    with patch.object(lrp, "top1_start", full_logits):
+        t0 = time.perf_counter()
+        total = sum(head_relevance_batch(model, *batch)[0] for batch in batches)
+        seconds["full logits"] = time.perf_counter() - t0
+    assert torch.allclose(total / steps, relevance["step"].view_as(total).double(), atol=1e-5)
+
     from scipy.stats import spearmanr
     rho = float(spearmanr(relevance["step"], relevance["sentence"]).statistic)
     mean_len = steps / len(ids)
     result = {"sentences": len(ids), "target_steps": steps, "mean_target_length": round(mean_len, 1),
               "forward_backward_seconds": round(fwd_bwd, 2), "lrp_seconds": round(seconds["step"], 2),
               "ratio": round(seconds["step"] / fwd_bwd, 2),
+              "lrp_full_logits_seconds": round(seconds["full logits"], 2),
+              "ratio_full_logits": round(seconds["full logits"] / fwd_bwd, 2),
               "lrp_sentence_normalized_seconds": round(seconds["sentence"], 2),
               "ratio_sentence_normalized": round(seconds["sentence"] / fwd_bwd, 2),
-              "spearman_step_vs_sentence": round(rho, 3), "threads": torch.get_num_threads()}
+              "spearman_step_vs_sentence": round(rho, 3), "threads": torch.get_num_threads(),
+              "checkpoint": args.checkpoint, "pair": args.pair, "machine": machine()}
     print(f"{len(ids)} sentences, {steps} target steps ({mean_len:.1f} per sentence)")
     print(f"teacher-forced forward+backward: {fwd_bwd:.1f} s")
     print(f"LRP, normalised per step (one backward per target step): {seconds['step']:.1f} s "
           f"({seconds['step'] / fwd_bwd:.1f}x)")
+    print(f"  the same with the top-1 logits from the full logits (before top1_start): {seconds['full logits']:.1f} s "
+          f"({seconds['full logits'] / fwd_bwd:.1f}x)")
     print(f"LRP, normalised per sentence (one backward per batch): {seconds['sentence']:.1f} s "
           f"({seconds['sentence'] / fwd_bwd:.1f}x); rank correlation with per step {rho:.3f}")
     if args.json:

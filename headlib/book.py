@@ -82,7 +82,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("10_around", "Around the paper", after=("04_important_heads", "06_pruning_encoder"), trains=True,
              reads=("{pair}/seed{seed}/pruning/enc-self-lam*.json",   # A6: Hard Concrete's encoder points
                     "{pair}/seed{seed}/pruning/scratch-*.json",        # and their from-scratch runs
-                    "en-ru.news/seed{seed}/adaptation.csv")),         # A7's verdict (12_domains)
+                    "en-ru.news/seed{seed}/adaptation.csv",           # A7's verdict (12_domains)
+                    "*/seed{seed}/head_profiles.json")),              # A5: each compared pair's heads
     Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
         f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv",
                                               "rare_word_rates.csv", "pruning_*.csv"))),
@@ -227,10 +228,14 @@ def upstream(task: Task, out: Path) -> dict:
     return {"notebooks": deps, "artifacts": artifacts}
 
 
+def _digest(basis: dict) -> str:
+    return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def task_key(task: Task, source: Path, out: Path) -> tuple[str, dict]:
     basis = {"notebook": task.nb.name, "source": source_digest(source), "parameters": task.parameters,
              "headlib": __version__, "upstream": upstream(task, out)}
-    return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()[:16], basis
+    return _digest(basis), basis
 
 
 # -- execution -----------------------------------------------------------------------------------
@@ -378,6 +383,10 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
             start = time.time()
             execute(task, source, output, progress=progress, log_output=log_output)
             seconds = time.time() - start
+            # A table the notebook read may be a cache it filled itself (the cross-lingual head profiles):
+            # the output goes with the tables as they are now, so the next run finds it unchanged.
+            basis["upstream"] = upstream(task, out)
+            key = _digest(basis)
             write_json(manifest_path(output), basis | {"key": key, "profile": profile, "seconds": round(seconds, 1),
                                                        "executed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).chmod(0o644)
             log(f"[book {_clock(time.time() - t0)}] {i}/{len(tasks)} {task.label}: done in {_clock(seconds)}")

@@ -12,19 +12,60 @@ importance is a property of the head or of the data.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+from dataclasses import asdict
+from typing import NamedTuple
 
 import pandas as pd
 from scipy.stats import spearmanr
 
+from .config import get_config
+from .files import write_json
 from .heads import confidence, encoder_attention, importance_table
 from .lrp import head_relevance
+from .results import results_dir
+from .train import record_digest, run_record, trained_model
 
 
 def head_profile(model, bpe, sentences, rule: str = "conservative") -> pd.DataFrame:
     """One row per encoder head: LRP relevance (per-sentence normalisation), confidence, rank."""
     relevance, _ = head_relevance(model, bpe, sentences, rule, normalize="sentence")
     return importance_table(relevance, confidence(encoder_attention(model, bpe, sentences)))
+
+
+class PairProfiles(NamedTuple):
+    tables: dict[str, pd.DataFrame]   # sentence set -> head_profile table
+    vocab_size: int                   # with `model`, the model's shapes: equal shapes and seed, same initial weights
+    model: dict                       # the ModelConfig, as a dict
+
+
+def cached_head_profiles(profile: str, pair: str, seed: int, sentence_sets: dict[str, list[str]],
+                         rule: str = "conservative") -> PairProfiles:
+    """`head_profile` of the (profile, pair, seed) model on each named sentence set, cached in
+    `results/<profile>/<pair>/seed<seed>/head_profiles.json` under the run's record digest (the
+    identity the book keys pages by: this machine's run, else the committed one), the rule and the
+    sentences. A page comparing pairs thus reads another pair's profiles without training its
+    model, as the runner keeps other pairs' committed outputs; a retrained run that learned
+    anything differently, or other sentences, recomputes them."""
+    cfg = get_config(profile, [f"train.seed={seed}"], pair=pair)
+    path = results_dir(profile, pair, seed) / "head_profiles.json"
+
+    def key() -> dict:
+        record = run_record(cfg)
+        return {"run": record_digest(record) if record else None, "rule": rule,
+                "sentences": {name: hashlib.sha256("\n".join(s).encode()).hexdigest()[:16]
+                              for name, s in sentence_sets.items()}}
+
+    if not (path.is_file() and (cached := json.loads(path.read_text()))["key"] == key()):
+        model, bpe, _ = trained_model(profile, pair, seed)
+        cached = {"key": key(), "vocab_size": bpe.vocab_size, "model": asdict(model.cfg),
+                  "tables": {name: head_profile(model, bpe, s, rule).to_dict("tight")
+                             for name, s in sentence_sets.items()}}
+        write_json(path, cached)
+    return PairProfiles({name: pd.DataFrame.from_dict(t, orient="tight") for name, t in cached["tables"].items()},
+                        cached["vocab_size"], cached["model"])
 
 
 def layer_profile(table: pd.DataFrame) -> pd.DataFrame:

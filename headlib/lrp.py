@@ -141,6 +141,17 @@ def top1_logits(logits: torch.Tensor) -> torch.Tensor:
     return logits.gather(-1, logits.argmax(-1, keepdim=True)).squeeze(-1)
 
 
+def top1_start(model, src, tgt_in) -> torch.Tensor:
+    """(B, T) fp32 top-1 logits, each computed as one dot product with its output embedding row:
+    the same values and gradients as `top1_logits(model(src, tgt_in))`, but the backward pass of
+    each step skips the (V, D) output projection (about a sixth of a step's backward FLOPs at the
+    cpu profile's V = 8k, D = 256)."""
+    hidden = model(src, tgt_in, hidden_only=True).float()                     # (B, T, D)
+    with torch.no_grad():
+        top = model.logits(hidden).argmax(-1)                                 # (B, T)
+    return (hidden * model.tgt_embed.weight[top].float()).sum(-1) + model.out_bias[top].float()
+
+
 NORMALIZE = ("step", "sentence")
 
 
@@ -166,7 +177,7 @@ def head_relevance_batch(model, src, tgt_in, tgt_out, rule: str = "conservative"
     model.eval()
     rule_ctx = conservative(model) if rule == "conservative" else paper_rule(model)
     with torch.enable_grad(), rule_ctx, capture_heads(model, "enc-self") as heads:
-        start = top1_logits(model(src, tgt_in).float())                  # (B, T)
+        start = top1_start(model, src, tgt_in)                           # (B, T)
         valid = tgt_out.ne(PAD_ID)                                       # (B, T)
         total = torch.zeros(len(heads), heads[0].size(1), dtype=torch.float64)
         if normalize == "sentence":

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,22 @@ def lr_at(step: int, cfg: Config) -> float:
 
 def device() -> torch.device:
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def machine() -> dict:
+    """What decides a run's rounding besides its config: torch, the device, on CPU the vector ISA
+    and the bf16 matrix instructions (oneDNN uses AMX where the CPU has it, else AVX512-BF16), and
+    the thread count. A replay on another machine is bitwise the committed run only if these agree."""
+    dev = device()
+    if dev.type == "cuda":
+        return {"torch": torch.__version__, "device": torch.cuda.get_device_name(dev)}
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        flags = set()
+    bf16 = "amx_bf16" if "amx_bf16" in flags else "avx512_bf16" if "avx512_bf16" in flags else "none"
+    return {"torch": torch.__version__, "device": "cpu", "isa": torch.backends.cpu.get_cpu_capability(),
+            "bf16": bf16, "threads": torch.get_num_threads()}
 
 
 def autocast(cfg: Config, dev: torch.device):
@@ -298,7 +315,7 @@ def finalize(trainer: Trainer) -> dict:
         tests[name] = {"greedy": evaluate_bleu(model, bpe, corpus),
                        "beam": evaluate_bleu(model, bpe, corpus, cfg.train.beam, alpha)}
     results = {"pair": cfg.data.pair, "profile": cfg.profile, "config": cfg.to_dict(), "version": __version__,
-               "run_dir": out.name, "steps": s["step"], "epochs": s["epoch"], "train_minutes": round(s["elapsed"] / 60, 2),
+               "machine": machine(), "run_dir": out.name, "steps": s["step"], "epochs": s["epoch"], "train_minutes": round(s["elapsed"] / 60, 2),
                "train_tokens": s["tokens"], "tokens_per_second": round(s["tokens"] / max(s["elapsed"], 1e-9), 1),
                "stopped": s["stopped"], "parameters": model.num_parameters(), "history": s["history"],
                "dev_best_vs_averaged": dev_scores, "chosen_weights": chosen, "dev_beam_by_alpha": alphas,
@@ -344,14 +361,31 @@ def run_record(cfg: Config) -> dict | None:
 def record_digest(record: dict) -> str:
     """16 hex digits over a run's record without its wall-clock fields: the same run replayed on a
     slower machine has the same digest, a run that learned anything differently has another.
-    `averaged_snapshots` is left out too: records written before it existed lack it, and the
-    scores of the averaged weights are in the record anyway."""
+    `averaged_snapshots` and `machine` are left out too: records written before them lack them, the
+    scores of the averaged weights are in the record anyway, and a bitwise replay on another
+    machine is the same run."""
     timeless = {k: v for k, v in record.items() if k not in ("train_minutes", "tokens_per_second",
-                                                             "averaged_snapshots")}
+                                                             "averaged_snapshots", "machine")}
     timeless["history"] = [{k: v for k, v in h.items() if k != "minutes"} for h in record.get("history", [])]
     if "config" in record:   # fields added after a run was committed, at their defaults, as in its hash
         timeless["config"] = without_later_defaults(record["config"])
     return hashlib.sha256(json.dumps(timeless, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def replay_warning(record: dict, here: dict) -> str | None:
+    """Why a replay of the committed `record` on this machine (`here`, from `machine()`) may not be
+    bitwise the committed run, or None when nothing says so."""
+    then = record.get("machine")
+    if then is None:
+        return ("replaying the committed run, whose record does not say which machine trained it: the replay is "
+                "bitwise the committed model only with the same kernels (torch, bf16 instructions, threads); "
+                "else the model differs and the pages keyed by it re-execute")
+    differs = {k: (then.get(k), v) for k, v in here.items() if then.get(k) != v}
+    if not differs:
+        return None
+    return ("replaying the committed run on another machine (" +
+            ", ".join(f"{k}: {a} then, {b} here" for k, (a, b) in differs.items()) +
+            "): its rounding differs, so the model will not be bitwise the committed one and pages keyed by it re-execute")
 
 
 def train(cfg: Config, progress: bool = True) -> dict:
@@ -360,6 +394,8 @@ def train(cfg: Config, progress: bool = True) -> dict:
     if (out / "results.json").is_file():
         return json.loads((out / "results.json").read_text())
     trainer = Trainer(cfg, out, progress, replay_steps=committed_steps(cfg), replay_snapshots=committed_snapshots(cfg))
+    if trainer.replay_steps and trainer.rank == 0 and (warning := replay_warning(committed_record(cfg), machine())):
+        print(f"{out.name}: {warning}", file=sys.stderr, flush=True)
     trainer.fit()
     if trainer.rank != 0:
         return {}

@@ -173,6 +173,25 @@ def test_a_notebook_with_a_fixed_pair_runs_once_for_it(tmp_path):
     assert [(r.status, r.task.pair) for r in rerun] == [("executed", "en-ru")]
 
 
+def test_a_notebook_that_fills_a_table_it_reads_is_unchanged_on_the_next_run(tmp_path):
+    """The key is written after execution: a cache the notebook filled (the cross-lingual head
+    profiles) does not make the next run execute it again; a change by anyone else still does."""
+    from headlib.results import results_dir
+    table = results_dir("smoke", "en-de", 1) / "tiny_cache.txt"
+    table.unlink(missing_ok=True)
+    write_tiny(tmp_path / "src", body=f"from pathlib import Path\nPath({str(table)!r}).write_text('filled')")
+    fills = book.Notebook("tiny", "Tiny", reads=("{pair}/seed{seed}/tiny_cache.txt",))
+    run = lambda: [r.status for r in book.run("smoke", ["en-de"], (1,), tmp_path / "out", progress=False,
+                                              notebooks=[fills], src_dir=tmp_path / "src", log=print)]
+    try:
+        assert run() == ["executed"] and table.read_text() == "filled"
+        assert run() == ["skipped"]
+        table.write_text("changed elsewhere")
+        assert run() == ["executed"]
+    finally:
+        table.unlink(missing_ok=True)
+
+
 def test_failing_notebook_keeps_the_previous_good_output(tmp_path):
     write_tiny(tmp_path / "src")
     good = run_tiny(tmp_path)[0].output

@@ -5,115 +5,59 @@ Needs the Debian `chromium` package (.ci/run installs it); the test fails, not s
 """
 from __future__ import annotations
 
-import functools
-import http.server
-import shutil
-import threading
-import urllib.error
-import urllib.request
-from pathlib import Path
-from urllib.parse import urldefrag
-
 import pytest
 
 from book_helpers import build_log, smoke_book
-from headlib import book
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--headless"]
-SCREENSHOTS = book.REPO / "artifacts" / "screenshots"
+from headlib import browse
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """The built smoke book served on 127.0.0.1 (a free port) by http.server in a thread."""
+    """The built smoke book served on 127.0.0.1: (base URL, html directory)."""
     smoke = smoke_book(tmp_path_factory)
     assert smoke.build.returncode == 0, build_log(smoke)
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(smoke.html)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", smoke.html
-    server.shutdown()
-    server.server_close()
+    with browse.serve(smoke.html) as base:
+        yield base, smoke.html
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not Path(CHROMIUM).is_file() and not shutil.which("chromium"):
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install the Debian package (apt-get install -y chromium; "
-                    ".ci/run does this). Do not use `playwright install`.")
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium"),
-                              args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-def pages(html: Path) -> list[str]:
-    """Every HTML page of the site (not the theme's static files or copied sources)."""
-    skip = {"_static", "_sources", "_images", "_sphinx_design_static"}
-    return sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
-                  if not skip & set(p.relative_to(html).parts))
-
-
-def status(url: str) -> int:
     try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
+        with browse.chromium() as b:
+            yield b
+    except FileNotFoundError as e:
+        pytest.fail(str(e))
 
 
 def test_every_page_renders_cleanly(site, browser):
     base, html = site
-    names = pages(html)
-    assert {"intro.html", "reproduce.html", "executed/en-de/seed1/03_data_and_models.html"} <= set(names)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    problems, links, images = [], set(), 0
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
-    page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
-    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url} ({r.failure})"))
-    for name in names:
-        errors.clear()
-        if 'http-equiv="refresh"' in (html / name).read_text().lower():   # index.html -> the root page
-            page.goto(f"{base}/{name}")
-            page.wait_for_url(lambda url: not url.endswith("/" + name), timeout=15_000)
-            page.wait_for_load_state("networkidle")
-            problems += [f"{name}: {e}" for e in errors]
-            continue
-        page.goto(f"{base}/{name}", wait_until="load")
-        # load lazy images too, then wait until every image has finished (or failed) loading
-        page.evaluate("document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
-        page.wait_for_function("Array.from(document.images).every(i => i.complete)", timeout=15_000)
-        page.wait_for_load_state("networkidle")
-        if page.locator("main").count() and "{glue" in page.inner_text("main"):
-            problems.append(f"{name}: a glue role is shown as text, not filled in")
-        for img in page.eval_on_selector_all("img", "els => els.map(e => [e.currentSrc || e.src, e.naturalWidth])"):
-            images += 1
-            if not img[1] > 0:
-                problems.append(f"{name}: image not loaded: {img[0]}")
-        for href in page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"):
-            if href.startswith(base):
-                links.add(urldefrag(href)[0])
-        page.screenshot(path=str(SCREENSHOTS / f"smoke-{name.replace('/', '_').removesuffix('.html')}.png"),
-                        full_page=True)
-        problems += [f"{name}: {e}" for e in errors]
-    page.close()
-    assert images > 0, "the smoke book should show at least one figure"
-    for url in sorted(links):
-        code = status(url)
-        if code != 200:
-            problems.append(f"link {url} -> HTTP {code}")
-    assert not problems, "\n".join(problems)
+    report = browse.check_site(browser, base, html, prefix="smoke-")
+    assert {"intro.html", "reproduce.html", "executed/en-de/seed1/03_data_and_models.html"} <= set(report.pages)
+    assert report.images > 0, "the smoke book should show at least one figure"
+    assert report.links > len(report.pages) / 2
+    assert len(report.screenshots) == len(report.pages) - 1 and all(p.stat().st_size for p in report.screenshots)
+    assert not report.problems, "\n".join(report.problems)
+
+
+def test_the_check_reports_what_is_broken(tmp_path, browser):
+    """A hand-made site with one good page and one with a missing image, a dead link, a script
+    error and a glue role left as text: each is reported, the good page is clean."""
+    import matplotlib.pyplot as plt
+    plt.imsave(tmp_path / "ok.png", [[0.0, 1.0], [1.0, 0.0]])
+    (tmp_path / "index.html").write_text('<meta http-equiv="refresh" content="0; url=good.html">')
+    (tmp_path / "good.html").write_text('<main><p>fine</p><img src="ok.png"><a href="bad.html">next</a></main>')
+    (tmp_path / "bad.html").write_text('<main><p>{glue:text}`x`</p><img src="missing.png">'
+                                       '<a href="gone.html">dead</a><script>undefinedCall()</script></main>')
+    with browse.serve(tmp_path) as base:
+        report = browse.check_site(browser, base, tmp_path, tmp_path / "shots")
+    assert report.pages == ["bad.html", "good.html", "index.html"] and report.images == 2
+    text = "\n".join(report.problems)
+    assert "bad.html: a glue role is shown as text" in text
+    assert "bad.html: image not loaded" in text and "missing.png" in text
+    assert "bad.html: uncaught" in text and "undefinedCall" in text
+    assert "gone.html -> HTTP 404" in text
+    assert not [p for p in report.problems if p.startswith(("good.html", "index.html"))], report.problems
+    assert sorted(p.name for p in report.screenshots) == ["bad.png", "good.png"]
 
 
 def test_glued_numbers_are_filled_in(site, browser):

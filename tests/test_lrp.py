@@ -285,3 +285,22 @@ def test_corpus_relevance_is_the_mean_over_every_step_of_every_sentence(trained_
         assert n == tgt_in.size(1)                                  # len(translation) + 1 (EOS)
     assert steps == expected_steps
     torch.testing.assert_close(mean, (total / expected_steps).float(), rtol=1e-5, atol=1e-6)
+
+
+def test_top1_start_is_the_top1_logit_with_its_gradient():
+    """The dot-product start equals gathering the top-1 logit from the full logits, in value and
+    in the gradient that reaches every encoder head."""
+    from headlib.lrp import top1_start
+    model = tiny_model(seed=4, zero_bias=False)
+    src, tgt_in, _ = batch()
+    with torch.enable_grad(), conservative(model):
+        starts = []
+        for f in (lambda: top1_logits(model(src, tgt_in)), lambda: top1_start(model, src, tgt_in)):
+            with capture_heads(model) as heads:
+                start = f()
+                grads = torch.autograd.grad(start[:, 1].sum(), heads)
+            starts.append((start.detach(), grads))
+    (a, ga), (b, gb) = starts
+    assert torch.allclose(a, b, atol=1e-6)
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, atol=1e-6) and x.abs().max() > 1e-3

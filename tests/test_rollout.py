@@ -50,3 +50,37 @@ def test_layer_profile_and_agreement_on_a_hand_built_table():
     assert abs(prof["effective heads"][0] - 1 / 0.52) < 1e-9 and abs(prof["effective heads"][1] - 4) < 1e-9
     rows = agreement({"x": pd.Series([1, 2, 3]), "y": pd.Series([3, 2, 1]), "z": pd.Series([1, 2, 3])})
     assert rows.set_index(["a", "b"])["rho"].to_dict() == {("x", "y"): -1.0, ("x", "z"): 1.0, ("y", "z"): -1.0}
+
+
+def test_head_profiles_are_cached_by_the_run_record_and_the_sentences(trained_tiny, tmp_path, monkeypatch):
+    """A pair's profiles are computed once from its model, then read back without loading it, until
+    its run's record or the sentences change."""
+    import dataclasses
+
+    import pandas as pd
+    from headlib import crosslingual
+
+    class Vocab(DigitBPE):
+        vocab_size = 12
+
+    loads, record = [], {"steps": 10}
+    monkeypatch.setattr(crosslingual, "trained_model", lambda profile, pair, seed: loads.append(pair) or
+                        (trained_tiny, Vocab(), {}))
+    monkeypatch.setattr(crosslingual, "run_record", lambda cfg: record)
+    monkeypatch.setattr(crosslingual, "results_dir", lambda profile, pair, seed: tmp_path)
+    src = list(reverse_corpus(6).src)
+    sets = {"ntrex": src[:3], "own": src[3:]}
+    first = crosslingual.cached_head_profiles("smoke", "en-fr", 1, sets)
+    assert loads == ["en-fr"]
+    for name, sentences in sets.items():
+        pd.testing.assert_frame_equal(first.tables[name], crosslingual.head_profile(trained_tiny, Vocab(), sentences))
+    again = crosslingual.cached_head_profiles("smoke", "en-fr", 1, sets)
+    assert loads == ["en-fr"]                       # read back: no model loaded
+    for name in sets:
+        pd.testing.assert_frame_equal(again.tables[name], first.tables[name])
+    assert again.vocab_size == 12 and again.model == dataclasses.asdict(trained_tiny.cfg)
+    record["steps"] = 11                            # a rerun that learned something differently
+    crosslingual.cached_head_profiles("smoke", "en-fr", 1, sets)
+    assert loads == ["en-fr"] * 2
+    crosslingual.cached_head_profiles("smoke", "en-fr", 1, {"ntrex": src[:2], "own": src[3:]})
+    assert loads == ["en-fr"] * 3                   # other sentences

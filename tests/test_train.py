@@ -227,3 +227,20 @@ def test_record_digest_ignores_later_fields_at_their_defaults():
     assert record_digest(replay) == record_digest(committed)
     replay["config"]["train"]["fused_loss"] = True
     assert record_digest(replay) != record_digest(committed)
+
+
+def test_a_replay_says_when_it_cannot_be_bitwise():
+    """The record names the machine's kernels; a replay elsewhere warns, and the record digest
+    ignores the machine (a bitwise replay on another machine is the same run)."""
+    from headlib.train import machine, record_digest, replay_warning
+    here = machine()
+    assert {"torch", "device"} <= set(here)
+    if here["device"] == "cpu":
+        assert here["bf16"] in ("amx_bf16", "avx512_bf16", "none") and here["threads"] >= 1
+    assert replay_warning({"machine": dict(here)}, here) is None
+    other = dict(here, torch="0.0.1")
+    warning = replay_warning({"machine": other}, here)
+    assert "torch: 0.0.1 then" in warning and "not be bitwise" in warning
+    assert "does not say which machine" in replay_warning({}, here)
+    assert record_digest({"steps": 3, "machine": other}) == record_digest({"steps": 3, "machine": here}) \
+        == record_digest({"steps": 3})
