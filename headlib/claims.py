@@ -182,8 +182,13 @@ def verdicts(dirs: dict[str, Path], claims: tuple[Claim, ...] = CLAIMS) -> pd.Da
 
 def styled(table: pd.DataFrame, wide=()):
     """A verdict table for the book: verdicts (columns named `verdict` or `<model>: verdict`)
-    coloured, text left-aligned and wrapped, the `wide` text columns 12-22em wide."""
+    coloured, a `verdict` column moved next to the first (a table wider than the text column
+    scrolls, and the verdict stays in view), text left-aligned and wrapped, the `wide` text
+    columns 8-22em wide."""
+    if "verdict" in table.columns:
+        rest = [c for c in table.columns[1:] if c != "verdict"]
+        table = table[[table.columns[0], "verdict", *rest]]
     verdict_columns = [c for c in table.columns if str(c) == "verdict" or str(c).endswith(": verdict")]
     return (table.style.map(lambda v: VERDICT_STYLE.get(v, ""), subset=verdict_columns).hide(axis="index")
             .set_properties(**{"text-align": "left", "vertical-align": "top", "white-space": "normal"})
-            .set_properties(subset=list(wide), **{"min-width": "12em", "max-width": "22em"}))
+            .set_properties(subset=list(wide), **{"min-width": "8em", "max-width": "22em"}))

@@ -70,3 +70,13 @@ def test_specialized_heads_survive_claim_counts_significant_models(tmp_path):
         row = claims_table(tmp_path).set_index("claim").loc["C9"]
         assert row["verdict"] == expected, (mw, fisher)
     assert "survival vs relevance rho = 1.00" in row["ours"]
+
+
+def test_styled_keeps_the_verdict_next_to_the_claim():
+    from headlib.claims import styled
+    table = pd.DataFrame({"claim": ["C1", "C2"], "the paper says": ["a", "b"], "ours": ["x", "y"],
+                          "verdict": [HOLDS, FAILS]})
+    html = styled(table, ["the paper says"]).to_html()
+    heads = [html.index(f">{c}</th>") for c in ("claim", "verdict", "the paper says", "ours")]
+    assert heads == sorted(heads)
+    assert "min-width: 8em" in html and html.count("background-color") == 2
