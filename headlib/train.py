@@ -315,7 +315,8 @@ def finalize(trainer: Trainer) -> dict:
         tests[name] = {"greedy": evaluate_bleu(model, bpe, corpus),
                        "beam": evaluate_bleu(model, bpe, corpus, cfg.train.beam, alpha)}
     results = {"pair": cfg.data.pair, "profile": cfg.profile, "config": cfg.to_dict(), "version": __version__,
-               "machine": machine(), "run_dir": out.name, "steps": s["step"], "epochs": s["epoch"], "train_minutes": round(s["elapsed"] / 60, 2),
+               "machine": machine(), "run_dir": out.name, "steps": s["step"], "epochs": s["epoch"],
+               "train_minutes": round(s["elapsed"] / 60, 2),
                "train_tokens": s["tokens"], "tokens_per_second": round(s["tokens"] / max(s["elapsed"], 1e-9), 1),
                "stopped": s["stopped"], "parameters": model.num_parameters(), "history": s["history"],
                "dev_best_vs_averaged": dev_scores, "chosen_weights": chosen, "dev_beam_by_alpha": alphas,
