@@ -97,3 +97,9 @@ def test_head_view_draws_and_follows_its_selectors(site, browser):
     assert 0 < lines() <= everything                     # only the hovered query's lines
     assert not errors, errors
     page.close()
+
+
+def test_browse_names_a_missing_build(tmp_path, capsys):
+    assert browse.main(["--html", str(tmp_path / "nowhere")]) == 1
+    err = capsys.readouterr().err
+    assert "no built book in" in err and "nowhere" in err and "jupyter-book build" in err
