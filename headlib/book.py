@@ -336,6 +336,46 @@ def select(names: Iterable[str]) -> tuple[Notebook, ...]:
     return tuple(nb for nb in NOTEBOOKS if nb.name in names)
 
 
+def planned(notebooks: Sequence[Notebook], profile: str, pairs: list[str], seeds: list[int]) -> list[Task]:
+    """The (notebook, pair, seed) runs of a book run, in dependency order."""
+    return [Task(nb, profile, pair, seed) for nb in ordered(notebooks) for pair in ([nb.pair] if nb.pair else pairs)
+            for seed in (seeds[:1] if nb.across_seeds or nb.pair else seeds)]
+
+
+def changes(task: Task, out: Path, src_dir: Path = NOTEBOOK_DIR) -> list[str]:
+    """What differs from the inputs the task's output was executed with (its manifest): empty when
+    the output is current, e.g. ["source", "artifact results/en-fr/seed1/head_profiles.json"]."""
+    manifest = read_manifest(task.output(out))
+    if manifest is None:
+        return ["no output"]
+    try:
+        _, basis = task_key(task, src_dir / f"{task.nb.name}.ipynb", out)
+    except BookError as e:
+        return [str(e)]
+    changed = [k for k in ("source", "parameters", "headlib") if manifest.get(k) != basis[k]]
+    for group in ("notebooks", "artifacts"):
+        then, now = manifest.get("upstream", {}).get(group, {}), basis["upstream"][group]
+        changed += [f"{group[:-1]} {name}" for name in sorted(then.keys() | now.keys()) if then.get(name) != now.get(name)]
+    return changed
+
+
+def status(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable[int] = (1,),
+           out: str | Path | None = None, notebooks: Sequence[Notebook] = NOTEBOOKS,
+           src_dir: Path = NOTEBOOK_DIR) -> list[tuple[Task, list[str]]]:
+    """Each run of `run(profile, pairs, seeds)` with what would make it execute (empty: it would
+    be skipped). A run after one that will execute is marked too: its upstream key will change.
+    Fixed-pair notebooks a run does not name are kept by `run` whatever this says."""
+    out = Path(out) if out else default_out(profile)
+    result, executes = [], set()
+    for task in planned(notebooks, profile, list(pairs), [int(s) for s in seeds]):
+        why = changes(task, out, src_dir)
+        why += [f"after {dep} (re-executed)" for dep in task.nb.after if (dep, task.pair, task.seed) in executes]
+        if why:
+            executes.add((task.nb.name, task.pair, task.seed))
+        result.append((task, why))
+    return result
+
+
 def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable[int] = (1,),
         out: str | Path | None = None, force: bool = False, progress: bool = True, log_output: bool = False,
         notebooks: Sequence[Notebook] = NOTEBOOKS, src_dir: Path = NOTEBOOK_DIR,
@@ -351,8 +391,7 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
     # The kernels must see the same artifacts as this process, whatever their working directory.
     os.environ.setdefault("HEADLIB_ARTIFACTS", str(artifacts_dir()))
     prepare_out(out, profile, force)
-    tasks = [Task(nb, profile, pair, seed) for nb in ordered(notebooks) for pair in ([nb.pair] if nb.pair else pairs)
-             for seed in (seeds[:1] if nb.across_seeds or nb.pair else seeds)]
+    tasks = planned(notebooks, profile, pairs, seeds)
     for nb in notebooks:
         check_parameters(src_dir / f"{nb.name}.ipynb")
     log(f"[book] profile {profile}: {len(tasks)} notebook run(s) into {_rel(out)}")
@@ -565,13 +604,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m headlib.book", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "check", "build"):
+    for name in ("run", "status", "check", "build"):
         p = sub.add_parser(name)
         p.add_argument("--profile", default="cpu", choices=list(PROFILES))
         p.add_argument("--out", help="book directory (default: book/ for cpu, artifacts/book-<profile>/ otherwise)")
-        if name == "run":
+        if name in ("run", "status"):
             p.add_argument("--pairs", default="en-de", help=f"comma-separated, from {', '.join(PAIRS)}")
             p.add_argument("--seeds", default="1", help="comma-separated training seeds")
+        if name == "run":
             p.add_argument("--notebooks", default="", help="comma-separated notebook names to run (default: all); "
                            "the others' outputs must exist where these read them")
             p.add_argument("--force", action="store_true", help="execute even when nothing changed")
@@ -588,6 +628,11 @@ def main(argv=None) -> int:
             problems = check(out)
             for p in problems:
                 print(f"warning: {p}", file=sys.stderr)
+            return 0
+        if args.command == "status":
+            for task, why in status(args.profile, [p for p in args.pairs.split(",") if p],
+                                    [int(s) for s in args.seeds.split(",") if s], out):
+                print(f"{task.label}: {'would execute: ' + '; '.join(why) if why else 'current'}")
             return 0
         if args.command == "check":
             problems = check(out)

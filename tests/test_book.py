@@ -192,6 +192,23 @@ def test_a_notebook_that_fills_a_table_it_reads_is_unchanged_on_the_next_run(tmp
         table.unlink(missing_ok=True)
 
 
+def test_status_says_what_would_execute_and_why(tmp_path):
+    write_tiny(tmp_path / "src")
+    shutil.copy(tmp_path / "src" / "tiny.ipynb", tmp_path / "src" / "after.ipynb")
+    books = [TINY, book.Notebook("after", "After", after=("tiny",))]
+    run = lambda: book.run("smoke", ["en-de"], (1,), tmp_path / "out", progress=False, notebooks=books,
+                           src_dir=tmp_path / "src", log=print)
+    status = lambda: [(t.nb.name, why) for t, why in book.status("smoke", ["en-de"], (1,), tmp_path / "out",
+                                                                  books, tmp_path / "src")]
+    assert status() == [("tiny", ["no output"]), ("after", ["no output", "after tiny (re-executed)"])]
+    run()
+    assert status() == [("tiny", []), ("after", [])]
+    write_tiny(tmp_path / "src", body="value = seed * 100")
+    assert status() == [("tiny", ["source"]), ("after", ["after tiny (re-executed)"])]
+    assert [r.status for r in run()] == ["executed", "executed"]      # what status said
+    assert status() == [("tiny", []), ("after", [])]
+
+
 def test_failing_notebook_keeps_the_previous_good_output(tmp_path):
     write_tiny(tmp_path / "src")
     good = run_tiny(tmp_path)[0].output
