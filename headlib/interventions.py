@@ -44,7 +44,7 @@ def edit_attention(model, kinds: str | tuple[str, ...], fn):
     """Apply fn(weights, layer) to the attention weights of every layer of one kind or several."""
     kinds = (kinds,) if isinstance(kinds, str) else kinds
     handles = [a.hook_weights.register_forward_hook(lambda m, i, out, layer=l: fn(out, layer))
-               for kind in kinds for l, a in enumerate(model.attention_layers(kind))]
+               for kind in kinds for l, a in enumerate(model.attention_modules(kind))]
     try:
         yield
     finally:

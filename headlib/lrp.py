@@ -126,7 +126,7 @@ def paper_rule(model: nn.Module):
 @contextmanager
 def capture_heads(model, kind: str = "enc-self"):
     """Collect the gated head outputs (B, H, T, dh) of every layer of `kind`, in layer order."""
-    layers = model.attention_layers(kind)
+    layers = model.attention_modules(kind)
     captured: list[torch.Tensor] = []
     handles = [a.hook_heads.register_forward_hook(lambda m, i, o: captured.append(o)) for a in layers]
     try:
@@ -253,7 +253,7 @@ def relevance_only_through(model, keep: torch.Tensor | None, kind: str = "enc-se
             m = keep[layer].view(1, -1, 1, 1).to(out)
             return out * m + (out * (1 - m)).detach()
         return hook
-    handles = [a.hook_heads.register_forward_hook(block(l)) for l, a in enumerate(model.attention_layers(kind))]
+    handles = [a.hook_heads.register_forward_hook(block(l)) for l, a in enumerate(model.attention_modules(kind))]
     try:
         yield
     finally:

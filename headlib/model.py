@@ -401,14 +401,6 @@ class Transformer(nn.Module):
                 for key in part:
                     part[key] = part[key].index_select(0, index)
 
-    def attention_layers(self, kind: str) -> list[MultiHeadAttention]:
-        """The attention modules of one kind, in layer order."""
-        if kind == "enc-self":
-            return [layer.self_attn for layer in self.encoder]
-        if kind in ("dec-self", "dec-enc"):
-            return [layer.self_attn if kind == "dec-self" else layer.cross_attn for layer in self.decoder]
-        raise ValueError(f"unknown attention kind {kind!r}; valid: {', '.join(KINDS)}")
-
     def fingerprint(self) -> str:
         """12 hex digits of a hash over the state dict (weights and head masks): which model a
         cached result was computed from."""

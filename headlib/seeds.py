@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
+from scipy.stats import spearmanr
 
 from .claims import verdicts as claims_verdicts
 from .crosslingual import agreement, layer_profile
@@ -51,17 +53,53 @@ def sorted_within_layers(table: pd.DataFrame, column: str) -> pd.Series:
     return ranked.set_index(["layer", "position"])[column]
 
 
-def structure_agreement(tables: dict[int | str, pd.DataFrame], top_share=None) -> pd.DataFrame:
+def structure_agreement(tables: dict[int | str, pd.DataFrame], top_share=None, n_null: int = 500,
+                        null_seed: int = 0) -> pd.DataFrame:
     """Spearman rho between every two models (seeds, or any named models): the sorted layer
     profiles of relevance and of confidence (all heads), and each layer's top-head share of
     relevance (one value per layer; `top_share(table)` -> a Series by layer, default
-    `crosslingual.layer_profile`'s)."""
+    `crosslingual.layer_profile`'s).
+
+    Sorting alone makes two profiles agree (the largest head of every layer comes first), so each
+    rho comes with a permutation null: the second model's heads shuffled across layers (its values
+    kept, its layer structure destroyed; `n_null` draws from `null_seed`) and the same statistic
+    recomputed. `null mean`, `null 95%` and `p` (the share of draws at or above the observed rho,
+    add-one smoothed) say how much of the agreement is layer structure rather than sorting."""
     named = {s if isinstance(s, str) else f"seed {s}": t for s, t in tables.items()}
     top_share = top_share or (lambda t: layer_profile(t).set_index("layer")["top share"])
-    parts = [agreement({n: sorted_within_layers(t, col) for n, t in named.items()}).assign(what=f"{col}, layer profiles")
-             for col in ("relevance", "confidence")]
-    parts.append(agreement({n: top_share(t) for n, t in named.items()}).assign(what="top-head share per layer"))
-    return pd.concat(parts, ignore_index=True)[["what", "a", "b", "rho"]]
+    statistics = {f"{col}, layer profiles": (lambda t, col=col: sorted_within_layers(t, col))
+                  for col in ("relevance", "confidence")}
+    statistics["top-head share per layer"] = top_share
+    rng = np.random.default_rng(null_seed)
+    rows = []
+    for what, stat in statistics.items():
+        for row in agreement({n: stat(t) for n, t in named.items()}).itertuples():
+            a, b = stat(named[row.a]), named[row.b]
+            null = np.array([spearmanr(a, stat(_shuffled_heads(b, rng)).reindex(a.index)).statistic
+                             for _ in range(n_null)])
+            lo, hi = np.quantile(null, [0.025, 0.975])
+            rows.append({"what": what, "a": row.a, "b": row.b, "rho": row.rho, "null mean": float(null.mean()),
+                         "null 95%": f"{lo:.2f} to {hi:.2f}", "p": float(((null >= row.rho).sum() + 1) / (n_null + 1))})
+    return pd.DataFrame(rows, columns=["what", "a", "b", "rho", "null mean", "null 95%", "p"])
+
+
+def agreement_summary(agree: pd.DataFrame, between: str) -> str:
+    """One sentence per statistic of `structure_agreement`: mean rho against the null's mean, and
+    how many of the compared pairs agree beyond the null (p < 0.05)."""
+    parts = [f"{what}: rho {g['rho'].mean():.2f} (null {g['null mean'].mean():.2f}), beyond the null for "
+             f"{int((g['p'] < 0.05).sum())} of {len(g)} pairs"
+             for what, g in agree.groupby("what", sort=False)]
+    return f"Mean Spearman rho between {between}: " + "; ".join(parts) + "."
+
+
+def _shuffled_heads(table: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """`table` with its heads' values (every column but layer and head) moved to random positions
+    across all layers: the same values without the model's layer structure."""
+    order = rng.permutation(len(table))
+    values = [c for c in table.columns if c not in ("layer", "head")]
+    out = table.copy()
+    out[values] = table[values].to_numpy()[order]
+    return out
 
 
 def verdicts(profile: str, pair: str, seeds: list[int]) -> pd.DataFrame:

@@ -31,8 +31,9 @@ def test_verdicts_follow_the_stated_criteria(tmp_path):
     assert verdict["C4"] == PARTLY                    # 1 of 3 relation-directions: fewer than half
     assert verdict["C5"] == MISSING                   # no rare-word table
     assert verdict["C6"] == HOLDS                     # 10 heads within 0.5 of 30.0 (and of 29.5)
-    assert verdict["C7"] == PARTLY                    # +0.4, -0.2, +0.3, +0.1
-    assert "+0.40, -0.20, +0.30, +0.10" in table.loc["C7", "ours"]
+    assert verdict["C7"] == PARTLY                    # +0.4, -0.2, +0.3, +0.1; one seed: beyond zero
+    assert "encoder +0.40, -0.20; all attention +0.30, +0.10" in table.loc["C7", "ours"]
+    assert "3 of 4 ahead by more than zero (one seed" in table.loc["C7", "ours"]
     assert verdict["C8"] == HOLDS                     # enc-self at 0.01, dec-self 0.1, dec-enc never
     assert verdict["C9"] == MISSING
 
@@ -55,10 +56,53 @@ def _rare_word_tables(out, rank_of_head_2):
 def test_rare_word_claim_needs_the_rarest_rate_and_the_top_rank(tmp_path):
     _rare_word_tables(tmp_path, rank_of_head_2=1)
     row = claims_table(tmp_path).set_index("claim").loc["C5"]
-    assert row["verdict"] == HOLDS and row["ours"].startswith("head 1.2: rarest 70%, one of two rarest 90%")
-    assert "(+45.0 points over the median layer-1 head), LRP rank 1" in row["ours"]
+    assert row["verdict"] == HOLDS and row["ours"].startswith("head 1.2: rarest 70% (+45.0 points over the median")
+    assert "one of two rarest 90% (layer 1: 20%-90%), LRP rank 1 in layer 1" in row["ours"]
     _rare_word_tables(tmp_path, rank_of_head_2=2)
-    assert claims_table(tmp_path).set_index("claim").loc["C5", "verdict"] == PARTLY   # top-2 90% > 50%
+    assert claims_table(tmp_path).set_index("claim").loc["C5", "verdict"] == PARTLY   # stands out, rank 2
+
+
+def test_a_rare_word_head_must_stand_out_from_the_other_layer_1_heads(tmp_path):
+    """On short sentences every head hits one of the two rarest tokens often: a high top-2 rate
+    shared by all layer-1 heads is no rare-word head (the margin is 10 points over the median)."""
+    _importance([0.3, 0.4, 0.2, 0.1], [0.5, 0.6, 0.4, 0.3]).assign(rank_in_layer=[2, 1, 3, 4]).to_csv(
+        tmp_path / "head_importance.csv", index=False)
+    for rarest, expected in (([0.30, 0.35, 0.31, 0.29], FAILS),        # +4.5 points: like the others
+                             ([0.30, 0.405, 0.31, 0.29], PARTLY),   # +10 points, 40% < 50%
+                             ([0.30, 0.55, 0.31, 0.29], HOLDS)):       # +24.5 points, 55%, rank 1
+        pd.DataFrame({"layer": 1, "head": [1, 2, 3, 4], "rarest": rarest, "top2": [0.55, 0.58, 0.56, 0.54],
+                      "n": 100}).to_csv(tmp_path / "rare_word_rates.csv", index=False)
+        assert claims_table(tmp_path).set_index("claim").loc["C5", "verdict"] == expected, rarest
+
+
+def test_positional_claim_needs_a_neighbour_not_the_token_itself(tmp_path):
+    pd.DataFrame({"layer": [1, 1, 2], "head": [1, 2, 1], "offset": [0, 1, 0], "fraction": [0.95, 0.6, 0.5],
+                  "confidence": [0.9, 0.5, 0.4], "positional": [True, False, False]}).to_csv(
+        tmp_path / "positional_heads.csv", index=False)
+    row = claims_table(tmp_path).set_index("claim").loc["C3"]
+    assert row["verdict"] == FAILS                    # 95% on offset 0 is a diagonal head
+    assert "closest: 1.2 at offset +1 60%" in row["ours"] and "2 of 3 heads attend most often to the token itself" in row["ours"]
+
+
+def test_pruned_vs_scratch_is_weighed_against_the_seed_spread(tmp_path):
+    import json
+    for seed, bleu in ((1, 30.0), (2, 30.5), (3, 29.8)):              # spread 0.7
+        d = tmp_path / "en-de" / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "training_results.json").write_text(json.dumps({"test": {"test_2016_flickr": {"beam": {"bleu": bleu}}}}))
+    out = tmp_path / "en-de" / "seed1"
+    pd.DataFrame({"pruned - scratch": [0.4, 0.8, -0.2]}).to_csv(out / "pruning_encoder_scratch.csv", index=False)
+    row = claims_table(out).set_index("claim").loc["C7"]
+    assert row["verdict"] == PARTLY and "1 of 3 ahead by more than the seed spread (0.70)" in row["ours"]
+    pd.DataFrame({"pruned - scratch": [0.4, 0.6]}).to_csv(out / "pruning_encoder_scratch.csv", index=False)
+    assert claims_table(out).set_index("claim").loc["C7", "verdict"] == FAILS
+
+
+def test_fewest_heads_within_counts_a_point_exactly_at_the_tolerance():
+    from headlib.claims import fewest_heads_within
+    table = pd.DataFrame({"enc-self heads": [48, 12, 3], "BLEU": [35.0, 34.5, 34.4]})
+    assert fewest_heads_within(table, 35.0, 0.5) == 12           # 35.0 - 34.5 is 0.5 up to rounding
+    assert fewest_heads_within(table, 35.0, 0.6) == 3
 
 
 def test_specialized_heads_survive_claim_counts_significant_models(tmp_path):

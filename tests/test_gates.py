@@ -89,3 +89,27 @@ def test_penalty_is_the_expected_number_of_open_gates():
     many.train()
     sampled = (many()["enc-self"] != 0).float().mean().item()
     assert sampled == pytest.approx(many.penalty().item() / 40000, abs=0.01)
+
+
+@pytest.mark.parametrize("stretch", [(-0.1, 1.1), (-0.2, 1.05)])
+def test_hard_mask_opens_a_head_where_one_is_likelier_than_zero_by_sampling(stretch):
+    """Near the threshold, where wrong rules (e.g. P(g != 0) > 1/2) disagree: the hard mask against
+    the sampled frequencies of g = 1 and g = 0. With the default symmetric stretch the threshold is
+    log_alpha = 0; with (-0.2, 1.05) it is not."""
+    gamma, zeta = stretch
+    a = torch.linspace(-1.0, 1.0, 21)
+    gates = HardConcreteGates({"enc-self": (1, len(a))}, gamma=gamma, zeta=zeta)
+    with torch.no_grad():
+        gates.log_alpha["enc_self"].copy_(a[None])
+    torch.manual_seed(0)
+    with torch.no_grad():
+        draws = gates.sample(gates.log_alpha["enc_self"].expand(400_000, -1))       # (N, 21)
+    p1, p0 = (draws == 1).float().mean(0), (draws == 0).float().mean(0)
+    clear = (p1 - p0).abs() > 0.005                 # sampling error of p1 - p0 is about 0.001
+    sampled = (p1 > p0).float()
+    assert clear.sum() >= 19
+    assert gates.hard_masks()["enc-self"][0][clear].tolist() == sampled[clear].tolist()
+    if stretch == (-0.1, 1.1):
+        assert sampled[clear].tolist() == (a[clear] > 0).float().tolist()
+    else:
+        assert sampled[clear].tolist() != (a[clear] > 0).float().tolist()

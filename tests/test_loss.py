@@ -59,3 +59,41 @@ def test_bad_shapes_name_the_parameter():
         linear_cross_entropy(h[None], w, b, y)
     with pytest.raises(ValueError, match="target"):
         linear_cross_entropy(h, w, b, y[:-1])
+
+
+def test_fused_token_loss_on_the_tied_embedding_model():
+    """On a tiny fp32 model whose one embedding table is the source and target embedding and the
+    output projection, training's loss with `fused=True` equals the unfused PyTorch computation:
+    the loss, and the gradient of every parameter (the tied table gets both its lookup gradient and
+    the output projection's)."""
+    import random
+
+    from conftest import reverse_batch, tiny_model_config
+    from headlib.batching import collate
+    from headlib.model import Transformer
+    from headlib.train import token_loss
+
+    torch.manual_seed(0)
+    model = Transformer(tiny_model_config(), 30).eval()     # dropout 0: both passes see the same function
+    assert model.embed is model.tgt_embed and all(p.dtype == torch.float32 for p in model.parameters())
+    data = reverse_batch(random.Random(0), 6, 30)
+    src, tgt_in, tgt_out = collate(data, list(range(len(data))))
+    assert tgt_out.eq(0).any()                               # padded positions are left out of the loss
+
+    def loss_and_grads(fused):
+        model.zero_grad(set_to_none=True)
+        loss, n = token_loss(model, src, tgt_in, tgt_out, 0.1, fused=fused)
+        (loss * 2.5 / n).backward()
+        return loss.detach(), n, {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    ref_loss, ref_n, ref = loss_and_grads(False)
+    loss, n, got = loss_and_grads(True)
+    assert n == ref_n == sum(len(t) + 1 for t in data.tgt)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=0)
+    assert got.keys() == ref.keys() and "embed.weight" in got and "tgt_embed.weight" not in got
+    for name in ref:
+        torch.testing.assert_close(got[name], ref[name], rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
+    # the output projection reaches every row of the tied table, the lookup only the rows of used tokens
+    used = set(torch.cat([src.flatten(), tgt_in.flatten()]).tolist())
+    unused = [v for v in range(30) if v not in used]
+    assert unused and ref["embed.weight"][unused].abs().sum(-1).gt(0).all()

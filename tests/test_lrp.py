@@ -304,3 +304,17 @@ def test_top1_start_is_the_top1_logit_with_its_gradient():
     assert torch.allclose(a, b, atol=1e-6)
     for x, y in zip(ga, gb):
         assert torch.allclose(x, y, atol=1e-6) and x.abs().max() > 1e-3
+
+
+def test_paper_rule_sends_relevance_through_the_softmax_and_conservative_does_not():
+    """The query projection reaches the output only through the softmax weights: its gradient is
+    exactly zero when they are held constant (conservative) and non-zero under the paper rule."""
+    model = tiny_model(seed=1, zero_bias=False)
+    src, tgt_in, _ = batch()
+    q_weights = [m.q_proj.weight for m in model.attention_modules("enc-self")]
+    for rule, context in (("conservative", conservative), ("paper", paper_rule)):
+        with torch.enable_grad(), context(model):
+            logit = top1_logits(model(src, tgt_in))[0, 2]
+            grads = torch.autograd.grad(logit, q_weights)
+        norms = [g.abs().sum().item() for g in grads]
+        assert all(n == 0 for n in norms) if rule == "conservative" else all(n > 1e-6 for n in norms), (rule, norms)

@@ -2,6 +2,7 @@
 tables gathered from every seed's result directory."""
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -41,3 +42,21 @@ def test_training_table_and_verdicts_gather_every_seed(monkeypatch, tmp_path):
     v = verdicts("smoke", "en-de", [1, 2])
     assert list(v.columns) == ["seed 1", "seed 2"]
     assert (v["seed 2"] == "not measured").all() and (v["seed 1"] != "not measured").any()
+
+
+def test_the_null_separates_layer_structure_from_sorting():
+    """Sorted profiles of unrelated heads agree by sorting alone: the permutation null says so.
+    Two noisy copies of a model whose layers differ (layer l's heads near l) agree far above the
+    null; two models of independent i.i.d. heads agree about as the null does."""
+    rng = np.random.default_rng(0)
+    layered = {l: l + 0.3 * np.arange(8) / 8 for l in range(1, 7)}
+    noisy = [head_table({l: v + rng.normal(0, 0.1, 8) for l, v in layered.items()}) for _ in range(2)]
+    flat = [head_table({l: rng.normal(0, 1, 8) for l in range(1, 7)}) for _ in range(2)]
+    structured = structure_agreement({"a": noisy[0], "b": noisy[1]}, n_null=200)
+    unrelated = structure_agreement({"a": flat[0], "b": flat[1]}, n_null=200)
+    rel = lambda t: t[t["what"] == "relevance, layer profiles"].iloc[0]
+    assert rel(structured)["rho"] > 0.9 and rel(structured)["null mean"] < 0.7 and rel(structured)["p"] < 0.01
+    assert rel(unrelated)["null mean"] > 0.5                     # sorting alone makes profiles agree
+    assert abs(rel(unrelated)["rho"] - rel(unrelated)["null mean"]) < 0.25 and rel(unrelated)["p"] > 0.05
+    again = structure_agreement({"a": flat[0], "b": flat[1]}, n_null=200)
+    assert again.equals(unrelated)                               # the null is seeded

@@ -76,6 +76,99 @@ def test_resume_is_bitwise_identical(tmp_path):
         assert_same_tree(a, b, name)
 
 
+def test_resume_after_an_interruption_between_save_points_is_bitwise_identical(tmp_path):
+    """A crash between two `last` checkpoints loses the updates since the last one, and an
+    evaluation made after it (its best.pt and snapshot are on disk, not in the saved state): the
+    resumed run redoes them and ends bitwise where the uninterrupted run ends."""
+    cfg = get_config("smoke", RESUME + ["train.save_every=3", "train.average_last=4"])
+    k = 5                                               # saved at 3, evaluated at 4, crashed at 5
+    assert k % cfg.train.save_every and (k - 1) % cfg.train.eval_every == 0
+
+    full = Trainer(cfg, tmp_path / "full", progress=False)
+    assert k < len(full._groups(0)) < cfg.train.max_steps
+    full.fit()
+    assert full.state["step"] == 12 and full.state["stopped"] == "max_steps"
+    assert full.state["snapshots"] == ["snap-0000004.pt", "snap-0000008.pt", "snap-0000012.pt"]
+
+    first = Trainer(cfg, tmp_path / "resumed", progress=False)
+    first.fit(stop_after=k)
+    assert first.state["step"] == k
+    saved = torch.load(tmp_path / "resumed" / "last.pt", weights_only=False)
+    assert saved["state"]["step"] == 3 and saved["state"]["pos"] == 3
+    assert saved["state"]["history"] == [] and saved["state"]["snapshots"] == []
+    assert (tmp_path / "resumed" / "snap-0000004.pt").is_file() and (tmp_path / "resumed" / "best.pt").is_file()
+    del first
+
+    second = Trainer(cfg, tmp_path / "resumed", progress=False)
+    assert second.state["step"] == 3                    # updates 4 and 5 are lost and redone
+    second.fit()
+
+    assert_same_tree(full.model.state_dict(), second.model.state_dict(), "model")
+    assert_same_tree(full.opt.state_dict(), second.opt.state_dict(), "optimizer")
+    assert_same_tree(comparable(full.state), comparable(second.state))
+    assert sorted(p.name for p in (tmp_path / "resumed").glob("snap-*.pt")) == full.state["snapshots"]
+    for name in ["best.pt", "last.pt", *full.state["snapshots"]]:
+        a = torch.load(tmp_path / "full" / name, weights_only=False)
+        b = torch.load(tmp_path / "resumed" / name, weights_only=False)
+        if name == "last.pt":
+            a, b = a["model"], b["model"]
+        assert_same_tree(a, b, name)
+
+
+def test_early_stopping_after_patience_evaluations_without_a_new_best(tmp_path):
+    """lr=0: the weights, so the dev BLEU, never change. The first evaluation sets the best; each
+    later one is not better (equal is not better), and the run stops at the `patience`-th of those,
+    well before max_steps."""
+    cfg = get_config("smoke", ["train.lr=0", "train.eval_every=1", "train.patience=2", "train.max_steps=10",
+                               "data.dev_limit=8", "train.threads=1"])
+    trainer = Trainer(cfg, tmp_path / "run", progress=False)
+    init = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    state = trainer.fit()
+    assert state["stopped"] == "early stopping"
+    assert state["step"] == 3                            # best at 1, no better at 2 and 3
+    assert [h["step"] for h in state["history"]] == [1, 2, 3]
+    assert len({h["dev_bleu"] for h in state["history"]}) == 1
+    assert state["best_bleu"] == state["history"][0]["dev_bleu"] and state["bad_evals"] == 2
+    assert_same_tree(init, trainer.model.state_dict(), "model")   # lr=0 really froze the weights
+    saved = torch.load(tmp_path / "run" / "last.pt", weights_only=False)
+    assert saved["state"]["step"] == 3 and saved["state"]["stopped"] == "early stopping"
+
+
+def _grads_at_first_update(cfg, out):
+    """The gradients the optimizer steps with at the first update (after any clipping)."""
+    trainer = Trainer(cfg, out, progress=False)
+    seen = []
+    step = trainer.opt.step
+
+    def spy(*a, **k):
+        seen.append([p.grad.detach().clone() for p in trainer.model.parameters()])
+        return step(*a, **k)
+
+    trainer.opt.step = spy
+    trainer.fit()
+    assert len(seen) == 1
+    return seen[0]
+
+
+def test_gradient_clipping_rescales_the_whole_gradient_to_clip_norm(tmp_path):
+    """clip_norm rescales the gradient of the whole update (all micro-batches, all parameters
+    together) to norm clip_norm when it is larger, keeping its direction; a large clip_norm leaves it
+    bitwise as it is."""
+    base = ["train.max_steps=1", "train.accum=2", "data.dev_limit=8", "train.threads=1"]
+    raw = _grads_at_first_update(get_config("smoke", base + ["train.clip_norm=0"]), tmp_path / "raw")
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in raw]))
+    c = 1e-3
+    assert norm > 10 * c
+    clipped = _grads_at_first_update(get_config("smoke", base + [f"train.clip_norm={c}"]), tmp_path / "clipped")
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in clipped]))
+    assert total.item() == pytest.approx(c, rel=1e-4)
+    for g, r in zip(clipped, raw):
+        torch.testing.assert_close(g, r * (c / norm), rtol=1e-4, atol=1e-12)
+    loose = _grads_at_first_update(get_config("smoke", base + [f"train.clip_norm={1e3 * norm.item()}"]),
+                                   tmp_path / "loose")
+    assert_same_tree(loose, raw, "grads")
+
+
 def test_clock_stopped_run_is_replayed_to_its_committed_updates(tmp_path, artifacts_tmp, capsys):
     """A run the clock stopped is retrained (on a fresh machine) to the committed number of updates,
     not to whatever its own clock allows: bitwise the run limited to that many updates. The progress
