@@ -281,3 +281,40 @@ def test_a_trained_run_enters_the_key_by_its_record_without_the_clock(tmp_path):
     finally:
         committed.unlink(missing_ok=True)
         shutil.rmtree(run, ignore_errors=True)
+
+
+def test_a_subset_reads_the_outputs_of_the_notebooks_it_runs_after(tmp_path, monkeypatch):
+    """A run of some notebooks of the book keys each by the outputs of the notebooks it runs after
+    as they are: unchanged, it is skipped; re-executed upstream, it executes; missing, it is an error."""
+    write_tiny(tmp_path / "src")
+    shutil.copy(tmp_path / "src" / "tiny.ipynb", tmp_path / "src" / "after.ipynb")
+    after = book.Notebook("after", "After", after=("tiny",))
+    monkeypatch.setattr(book, "NOTEBOOKS", (TINY, after))          # the book these two make up
+    run = lambda notebooks, out="out": [(r.task.nb.name, r.status) for r in book.run(
+        "smoke", ["en-de"], (1,), tmp_path / out, progress=False, notebooks=notebooks,
+        src_dir=tmp_path / "src", log=print, toc=(TINY, after))]
+    assert run([TINY, after]) == [("tiny", "executed"), ("after", "executed")]
+    tiny_output = tmp_path / "out" / "executed" / "en-de" / "seed1" / "tiny.ipynb"
+    key = json.loads(book.manifest_path(tiny_output).read_text())["key"]
+    assert run([after]) == [("after", "skipped")]                     # tiny not run: read as it is
+    write_tiny(tmp_path / "src", body="value = seed * 100")
+    assert run([TINY]) == [("tiny", "executed")]
+    assert json.loads(book.manifest_path(tiny_output).read_text())["key"] != key
+    assert run([after]) == [("after", "executed")]                    # tiny's new key is in its key
+    assert run([after]) == [("after", "skipped")]
+    with pytest.raises(book.BookError, match=r"^after \[en-de, seed 1\] needs the output of tiny for en-de, "
+                                             r"seed 1; it has not been executed$"):
+        run([after], out="fresh")
+    assert not (tmp_path / "fresh" / "executed" / "en-de" / "seed1" / "after.ipynb").exists()
+
+
+def test_notebooks_that_run_after_each_other_are_a_dependency_cycle(tmp_path):
+    write_tiny(tmp_path / "src")
+    shutil.copy(tmp_path / "src" / "tiny.ipynb", tmp_path / "src" / "other.ipynb")
+    one, other = book.Notebook("tiny", "Tiny", after=("other",)), book.Notebook("other", "Other", after=("tiny",))
+    with pytest.raises(book.BookError, match="^notebook dependency cycle through tiny$"):
+        book.run("smoke", ["en-de"], (1,), tmp_path / "out", progress=False, notebooks=[one, other],
+                 src_dir=tmp_path / "src", log=print)
+    assert not (tmp_path / "out" / "executed").exists()                # nothing executed
+    with pytest.raises(book.BookError, match="^tiny runs after nowhere, which is not a notebook of the book$"):
+        book.ordered([book.Notebook("tiny", "Tiny", after=("nowhere",))])

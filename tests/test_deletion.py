@@ -65,3 +65,33 @@ def test_source_relevance_is_the_sum_over_steps_of_each_steps_input_relevance():
         per_step = sum(relevance_at(model, src[row:row + 1], tgt_in[row:row + 1, :max(steps) + 1], t, 0,
                                     ["encoder.0"])[1][0] for t in steps)
         assert fast[row].sum().item() == pytest.approx(per_step, rel=1e-4, abs=1e-5)
+
+
+def test_refined_lrp_conserves_the_logits_with_the_blocked_heads_as_a_sink():
+    """Zero biases; relevance blocked at every head of encoder layer 1. What reaches the source (by
+    the residual path only), plus what stops at the blocked heads' outputs z (z . dL/dz, the same
+    gradient as in plain LRP: nothing above layer 1 changes), plus what reaches the decoder's input
+    is the whole of L, the summed top-1 logits. Blocking one head instead moves relevance by that
+    head alone: another head gives another result."""
+    from headlib.lrp import capture_heads, conservative, top1_logits
+    from test_lrp import batch, tiny_model
+    model = tiny_model(seed=5)
+    src, tgt_in, tgt_out = batch()
+    valid = tgt_out.ne(0)
+    keep = torch.ones(2, 4)
+    keep[0] = 0
+    refined = source_relevance_batch(model, src, tgt_in, tgt_out, keep)           # (B, S)
+    captured = {}
+    hook = model.decoder[0].register_forward_pre_hook(lambda m, a: captured.__setitem__("y", a[0]))
+    with torch.enable_grad(), conservative(model), capture_heads(model) as heads:
+        total = top1_logits(model(src, tgt_in))[valid].sum()
+        g_z, g_y = torch.autograd.grad(total, [heads[0], captured["y"]])
+    hook.remove()
+    sink = (heads[0] * g_z).sum() + (captured["y"] * g_y).sum()
+    assert refined.sum().item() + sink.item() == pytest.approx(total.item(), rel=1e-4)
+    assert abs(sink.item()) > 1e-2 * abs(total.item())                            # the heads carried some
+    one, other = torch.ones(2, 4), torch.ones(2, 4)
+    one[1, 2], other[1, 0] = 0, 0
+    plain = source_relevance_batch(model, src, tgt_in, tgt_out)
+    a, b = (source_relevance_batch(model, src, tgt_in, tgt_out, k) for k in (one, other))
+    assert not torch.allclose(a, plain) and not torch.allclose(a, b)

@@ -185,3 +185,66 @@ def test_importance_ranks_and_head_function_labels_on_hand_built_tables():
     rare = pd.DataFrame({"layer": [1, 1, 2], "head": [1, 2, 1], "rarest": [0.6, 0.3, 0.9], "n": 10})
     labels = head_functions(positional, syntactic, baseline, rare)
     assert labels.values.tolist() == [[1, 1, "pos-1, rare"], [2, 3, "nsubj v->s"]]   # 0.05 over: not syntactic
+
+
+def test_syntactic_heads_absolute_and_relative_margins_on_a_hand_built_table():
+    """Best head per relation and direction against its baseline: `syntactic` at least 10 points
+    over it (exactly 10 counts, as "at least" says), `syntactic_relative` at least 10% over it."""
+    import pandas as pd
+    cases = {   # (relation, direction): (accuracy of heads 1 and 2, baseline)
+        ("nsubj", "v->s"): ((0.90, 0.30), 0.50),    # 40 points over: both
+        ("nsubj", "s->v"): ((0.20, 0.56), 0.50),    # 6 points, 12% over: relative only
+        ("dobj", "v->o"): ((0.60, 0.10), 0.50),     # exactly 10 points (0.6 - 0.5 < 0.1 in floats): both
+        ("dobj", "o->v"): ((0.44, 0.00), 0.40),     # 4 points, exactly 10% (0.44 < 0.4 * 1.1 in floats): relative
+        ("amod", "n->adj"): ((0.30, 0.54), 0.50),   # 4 points, 8%: neither
+        ("amod", "adj->n"): ((0.59, 0.59), 0.50),   # a tie: the first head; 9 points, 18%: relative only
+    }
+    heads = pd.DataFrame([{"relation": r, "direction": d, "layer": 1, "head": h + 1, "accuracy": a, "n": 50}
+                          for (r, d), (accs, _) in cases.items() for h, a in enumerate(accs)])
+    base = pd.DataFrame([{"relation": r, "direction": d, "offset": 1, "accuracy": b, "n": 50}
+                         for (r, d), (_, b) in cases.items()])
+    best = syntactic_heads(heads, base).set_index(["relation", "direction"])
+    assert len(best) == len(cases)
+    expected = {("nsubj", "v->s"): (1, 0.90, True, True), ("nsubj", "s->v"): (2, 0.56, False, True),
+                ("dobj", "v->o"): (1, 0.60, True, True), ("dobj", "o->v"): (1, 0.44, False, True),
+                ("amod", "n->adj"): (2, 0.54, False, False), ("amod", "adj->n"): (1, 0.59, False, True)}
+    for key, (head, acc, absolute, relative) in expected.items():
+        row = best.loc[key]
+        assert (row["head"], row["accuracy"], row["accuracy_baseline"]) == (head, acc, cases[key][1]), key
+        assert (bool(row["syntactic"]), bool(row["syntactic_relative"])) == (absolute, relative), key
+
+
+def test_head_functions_label_a_head_exactly_10_points_over_its_baseline():
+    import pandas as pd
+    from headlib.heads import head_functions
+    positional = pd.DataFrame({"layer": [1], "head": [1], "offset": [-1], "positional": [False]})
+    syntactic = pd.DataFrame({"relation": "dobj", "direction": "v->o", "layer": [1, 1], "head": [2, 3],
+                              "accuracy": [0.60, 0.59]})
+    baseline = pd.DataFrame({"relation": ["dobj"], "direction": ["v->o"], "accuracy": [0.50]})
+    rare = pd.DataFrame({"layer": [1], "head": [1], "rarest": [0.0], "n": 0})
+    labels = head_functions(positional, syntactic, baseline, rare)
+    assert labels.values.tolist() == [[1, 2, "dobj v->o"]]
+
+
+def test_parser_agreement_counts_labelled_arcs_by_word_spans():
+    from headlib.heads import parser_agreement
+    text = "Oh, dogs chase small cats"
+    # gold words: "Oh," dogs chase small cats; the parser splits "Oh" "," so its word indices differ
+    gold = Parsed(text, ((0, 3), (4, 8), (9, 14), (15, 20), (21, 25)),
+                  (("nsubj", 2, 1), ("dobj", 2, 4), ("amod", 4, 3)))
+    predicted = Parsed(text, ((0, 2), (2, 3), (4, 8), (9, 14), (15, 20), (21, 25)),
+                       (("nsubj", 3, 2),       # chase -> dogs: the matching arc
+                        ("nsubj", 3, 5),       # chase -> cats: the right words, the wrong label
+                        ("amod", 2, 4)))       # dogs -> small: the wrong head
+    short = Parsed("cats run fast", ((0, 4), (5, 8), (9, 13)), (("nsubj", 1, 0), ("advmod", 1, 2)))
+    table = parser_agreement([gold, short], [predicted, short]).set_index("relation")
+    assert table.index.tolist() == ["nsubj", "dobj", "amod", "advmod"]
+    # nsubj: 2 gold, 3 predicted, 2 matching; dobj: 1 gold, none predicted; amod: 1 and 1, none matching
+    assert table["gold arcs"].tolist() == [2, 1, 1, 1] and table["parser arcs"].tolist() == [3, 0, 1, 1]
+    assert table.loc["nsubj", "precision"] == pytest.approx(2 / 3) and table.loc["nsubj", "recall"] == 1.0
+    assert table.loc["nsubj", "f1"] == pytest.approx(2 * (2 / 3) * 1 / (2 / 3 + 1))       # 0.8
+    for rel in ("dobj", "amod"):
+        assert table.loc[rel, ["precision", "recall", "f1"]].tolist() == [0.0, 0.0, 0.0], rel
+    assert table.loc["advmod", ["precision", "recall", "f1"]].tolist() == pytest.approx([1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="differ in text: 'cats run fast' vs 'Oh, dogs chase small cats'"):
+        parser_agreement([gold, short], [predicted, predicted])

@@ -46,11 +46,35 @@ def test_masked_heads_have_zero_importance_and_the_schedule_prunes_the_least_imp
     assert scores[0, 2] == 0 and (scores[before.bool()] > 0).all()
     schedule = michel_schedule(model, pairs, step=0.25)                # 2 of 8 heads a step
     assert [int(m["enc-self"].sum()) for m in schedule] == [7, 5, 3, 1, 0]
-    assert torch.equal(schedule[1]["enc-self"], prune_by_scores(schedule[0], {"enc-self": scores}, 2)["enc-self"])
+    lowest_open = scores.masked_fill(~before.bool(), float("inf")).flatten().argsort()[:2]   # by hand
+    expected = before.flatten().clone()
+    expected[lowest_open] = 0
+    assert torch.equal(schedule[1]["enc-self"], expected.view_as(before))
     removed = (schedule[0]["enc-self"] - schedule[1]["enc-self"]).bool()
     assert scores[removed].max() <= scores[schedule[1]["enc-self"].bool()].min()
     assert all((later["enc-self"] <= earlier["enc-self"]).all() for earlier, later in zip(schedule, schedule[1:]))
     assert torch.equal(model.head_mask("enc-self"), before)             # the model's masks are restored
+
+
+def test_the_schedule_rescores_the_pruned_model_after_each_step():
+    """Step 2 prunes by the importance of the heads left after step 1 (measured with step 1's mask
+    installed), which here closes other heads than the importance measured on the full model."""
+    model, pairs = setup()
+    kinds = ("enc-self", "dec-enc")
+    initial = gradient_importance(model, pairs, kinds)
+    schedule = michel_schedule(model, pairs, kinds, step=0.25)          # 4 of the 16 heads a step
+    assert [sum(int(m[k].sum()) for k in kinds) for m in schedule] == [16, 12, 8, 4, 0]
+    with torch.no_grad():
+        for k in kinds:
+            model.set_head_mask(k, schedule[1][k])
+    rescored = gradient_importance(model, pairs, kinds)
+    expected = prune_by_scores(schedule[1], rescored, 4)
+    assert all(torch.equal(schedule[2][k], expected[k]) for k in kinds)
+    closed = [float(rescored[k][i, j]) for k in kinds for i, j in (schedule[1][k] - schedule[2][k]).nonzero().tolist()]
+    kept = [float(rescored[k][i, j]) for k in kinds for i, j in schedule[2][k].nonzero().tolist()]
+    assert len(closed) == 4 and max(closed) <= min(kept)
+    stale = prune_by_scores(schedule[1], initial, 4)                      # without re-scoring
+    assert any(not torch.equal(schedule[2][k], stale[k]) for k in kinds)
 
 
 def test_keep_top_and_random_masks():

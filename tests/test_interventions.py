@@ -51,6 +51,50 @@ def test_constant_attention_with_a_sentences_own_pattern_reproduces_it(trained_t
         assert torch.equal(model(src, tgt_in), before)              # hooks removed
 
 
+def test_average_patterns_average_per_length(trained_tiny):
+    """Two sentences of one length average to the mean of their maps; another length keys its own."""
+    from headlib.heads import encoder_attention
+    model, bpe = trained_tiny, DigitBPE()
+    pool = list(reverse_corpus(60, seed=3).src)
+    a = pool[0]
+    b = next(s for s in pool[1:] if len(s.split()) == len(a.split()))
+    c = next(s for s in pool if len(s.split()) != len(a.split()))
+    patterns = average_patterns(model, bpe, [a, b, c])
+    ma, mb, mc = (encoder_attention(model, bpe, [s])[0] for s in (a, b, c))
+    assert sorted(patterns) == sorted({ma.size(-1), mc.size(-1)})
+    torch.testing.assert_close(patterns[ma.size(-1)], (ma + mb) / 2)
+    torch.testing.assert_close(patterns[mc.size(-1)], mc)
+
+
+def test_constant_attention_in_a_padded_batch_and_for_unseen_lengths(trained_tiny):
+    """Each row of a padded batch gets its own length's pattern (read from the padding), as when
+    alone; a length never seen uses the next longer pattern cropped and renormalised (counted as
+    a fallback); with no longer one the weights are left as they are."""
+    model, bpe = trained_tiny, DigitBPE()
+    pool = list(reverse_corpus(60, seed=4).src)
+    short = pool[0]
+    long_ = next(s for s in pool if len(s.split()) > len(short.split()) + 1)
+    every_head = {(l, h) for l in range(2) for h in range(4)}
+    patterns = average_patterns(model, bpe, pool[10:])
+    assert {len(s.split()) + 1 for s in (short, long_)} <= set(patterns)
+    edit = constant_attention(patterns, every_head)
+    tgt_in = torch.tensor([[1, 5, 6]])
+    with torch.no_grad(), edit_attention(model, "enc-self", edit):
+        alone = [model(source_tensor(bpe.encode_batch([s])), tgt_in)[0] for s in (short, long_)]
+        both = model(source_tensor(bpe.encode_batch([short, long_])), tgt_in.expand(2, -1))
+    torch.testing.assert_close(both[0], alone[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(both[1], alone[1], atol=1e-5, rtol=0)
+    n = len(short.split()) + 1                                   # pieces + EOS
+    longer = {m: p for m, p in patterns.items() if m > n}
+    counts = Counts()
+    w = torch.full((1, 4, n, n), 1.0 / n)
+    out = constant_attention(longer, every_head, counts)(w, 0)
+    cropped = longer[min(longer)][0][:, :n, :n]
+    torch.testing.assert_close(out[0], cropped / cropped.sum(-1, keepdim=True))
+    assert counts.fallbacks == 1 and torch.allclose(out[0].sum(-1), torch.ones(4, n))
+    assert torch.equal(constant_attention({m: p for m, p in patterns.items() if m < n}, every_head)(w, 0), w)
+
+
 def test_bad_bits_are_refused():
     with pytest.raises(ValueError, match="bits must be >= 1"):
         log_quantize(0)

@@ -1,4 +1,7 @@
 """LRP: conservation (biases zero), a slow explicit reference, gated heads get zero relevance."""
+from dataclasses import replace
+
+import pytest
 import torch
 from torch import nn
 
@@ -7,6 +10,7 @@ from headlib.lrp import capture_heads, conservative, head_relevance_batch, paper
 from headlib.model import Transformer
 
 CFG = ModelConfig(d_model=16, n_heads=4, d_ff=32, enc_layers=2, dec_layers=2, dropout=0.0, norm="pre")
+POST_LN = replace(CFG, norm="post")     # the paper's (and the base profile's) LayerNorm position
 
 
 def tiny_model(seed=0, zero_bias=True, cfg=CFG):
@@ -52,9 +56,11 @@ def getattr_path(obj, path):
     return obj
 
 
-def test_conservation_at_every_cut():
-    """With zero biases, the relevance at each cut of the graph sums to the starting logit."""
-    model = tiny_model()
+@pytest.mark.parametrize("cfg", [CFG, POST_LN], ids=["pre-LN", "post-LN"])
+def test_conservation_at_every_cut(cfg):
+    """With zero biases, the relevance at each cut of the graph sums to the starting logit (post-LN:
+    the LayerNorms sit on the residual sums, and their constant scale is what conserves it)."""
+    model = tiny_model(cfg=cfg)
     src, tgt_in, _ = batch()
     for t, row in [(0, 0), (2, 0), (1, 1)]:
         # cuts: sets of tensors that every path from the inputs to the logit crosses exactly once
@@ -176,8 +182,9 @@ class _frozen_constants:
             h.remove()
 
 
-def test_fast_equals_slow_reference():
-    model = tiny_model(seed=3, zero_bias=False)
+@pytest.mark.parametrize("cfg", [CFG, POST_LN], ids=["pre-LN", "post-LN"])
+def test_fast_equals_slow_reference(cfg):
+    model = tiny_model(seed=3, zero_bias=False, cfg=cfg)
     src, tgt_in, tgt_out = batch()
     fast, n_fast = head_relevance_batch(model, src, tgt_in, tgt_out)
     slow, n_slow = slow_head_relevance(model, src, tgt_in, tgt_out)
