@@ -84,7 +84,7 @@ def a7_head_adaptation(out):
     alps = t.loc[t.index.str.startswith("alps")].iloc[0]
     rand = t.loc[t.index.str.startswith("random"), "tatoeba"]
     recovered = (alps["tatoeba"] - start) / (full - start) if full > start else float("nan")
-    a, b = recovered >= 0.9, alps["tatoeba"] > rand.mean()
+    a, b = recovered >= 0.9, alps["tatoeba"] > rand.max()      # random draws vary: beat every one
     verdict = HOLDS if a and b else PARTLY if a or b else FAILS
     return (f"held-out Tatoeba BLEU of the news model {start:.2f}; adapted, all parameters {full:.2f}; only the "
             f"{int(alps['heads'])} most shifted heads ({alps['updated share']:.1%} of the parameters) "
@@ -121,7 +121,7 @@ STUDIES = (
     Claim("A7", "Chen et al. 2025 (ALPS)", "Updating only task-sensitive heads adapts a model across domains",
           "10% of attention parameters, +2% over baselines",
           "the most shifted 10% of heads recover >= 90% of the all-parameter fine-tune's BLEU gain on the new "
-          "domain and beat as many random heads (partly: one of the two)", a7_head_adaptation),
+          "domain and beat every draw of as many random heads (partly: one of the two)", a7_head_adaptation),
     Claim("A8", "Chen et al. 2024", "LRP restricted to important heads gives better explanations", "+3 to +33% on explanation metrics",
           "refined LRP's deletion curve falls faster than plain LRP's (Wilcoxon p < 0.05)", a8_refined_lrp),
 )

@@ -112,9 +112,12 @@ class Parsed:
 
 
 def normalize_relation(label: str) -> str:
-    """UD `obj` is the Stanford `dobj` of the paper; subtypes (nsubj:pass) are dropped."""
+    """The paper's Stanford labels: UD `obj` is `dobj`; subtypes are dropped (UD `nsubj:pass` is
+    `nsubj`), and so spaCy's (ClearNLP) passive subject `nsubjpass` is `nsubj` too. The schemes still
+    differ in what heads a copular clause: UD attaches the subject to the predicate ("tall" in "the
+    man is tall"), spaCy to the copula ("is")."""
     label = label.split(":")[0]
-    return "dobj" if label == "obj" else label
+    return {"obj": "dobj", "nsubjpass": "nsubj"}.get(label, label)
 
 
 def parse_spacy(sentences, nlp) -> list[Parsed]:
@@ -250,11 +253,16 @@ def syntactic_heads(heads: pd.DataFrame, baseline: pd.DataFrame, margin: float =
     return t.reset_index(drop=True)
 
 
+RARE_MARGIN = 0.10   # a rare-word head hits the rarest token this much more often than the median layer-1 head
+
+
 def head_functions(positional: pd.DataFrame, syntactic: pd.DataFrame, baseline: pd.DataFrame,
-                   rare: pd.DataFrame, margin: float = 0.10) -> pd.DataFrame:
+                   rare: pd.DataFrame, margin: float = 0.10, rare_margin: float = RARE_MARGIN) -> pd.DataFrame:
     """Each head's functions as short labels: `pos-1` / `pos+1` (positional, with its offset),
     `nsubj v->s` etc. (beats the relation's positional baseline by `margin` absolute), and
-    `rare` (the first-layer head most often attending to the sentence's rarest token)."""
+    `rare` (the first-layer head most often attending to the sentence's rarest token, if it does
+    so `rare_margin` more often than the median layer-1 head: on short sentences every head often
+    hits a rare token, and a head like the others is no rare-word head)."""
     labels: dict[tuple[int, int], list[str]] = {}
     for r in positional[positional["positional"]].itertuples():
         labels.setdefault((r.layer, r.head), []).append(f"pos{r.offset:+d}")
@@ -265,9 +273,21 @@ def head_functions(positional: pd.DataFrame, syntactic: pd.DataFrame, baseline: 
     first = rare[rare["layer"] == 1]
     if len(first) and first["n"].iloc[0] > 0:
         r = first.loc[first["rarest"].idxmax()]
-        labels.setdefault((int(r["layer"]), int(r["head"])), []).append("rare")
+        if r["rarest"] - first["rarest"].median() >= rare_margin - _TOLERANCE:
+            labels.setdefault((int(r["layer"]), int(r["head"])), []).append("rare")
     return pd.DataFrame([{"layer": l, "head": h, "functions": ", ".join(v)} for (l, h), v in sorted(labels.items())],
                         columns=["layer", "head", "functions"])
+
+
+def short_functions(functions: str) -> str:
+    """A `head_functions` label list in a few characters for a heatmap cell: `p-1` for a
+    positional head (its offset), `s` for syntactic (any relation), `r` for the rare-word head."""
+    if not isinstance(functions, str):             # a head with no function (NaN after a merge)
+        return ""
+    codes = []
+    for label in filter(None, (f.strip() for f in functions.split(","))):
+        codes.append("p" + label[3:] if label.startswith("pos") else "r" if label == "rare" else "s")
+    return " ".join(dict.fromkeys(codes))
 
 
 # -- rare words ---------------------------------------------------------------------------------

@@ -40,7 +40,8 @@ def test_verdicts_follow_the_criteria(tmp_path):
         {"way": "none", "heads": 0, "updated share": 0.0, "tatoeba": 1.0},
         {"way": "all", "heads": "all", "updated share": 1.0, "tatoeba": 10.0},
         {"way": "alps-k14", "heads": 14, "updated share": 0.04, "tatoeba": 6.0},
-        {"way": "random-k14-s1", "heads": 14, "updated share": 0.04, "tatoeba": 3.0}])
+        {"way": "random-k14-s1", "heads": 14, "updated share": 0.04, "tatoeba": 3.0},
+        {"way": "random-k14-s2", "heads": 14, "updated share": 0.04, "tatoeba": 5.5}])
     verdicts = studies_table(tmp_path).set_index("claim")["verdict"].to_dict()
     assert verdicts == {"A1": "holds",            # worst -0.5 > -1, one head improves by 0.4
                         "A2": "partly",           # all constant loses 33%; 1 of 2 heads < 0.5 lost
@@ -48,5 +49,12 @@ def test_verdicts_follow_the_criteria(tmp_path):
                         "A4": "holds",            # rollout ahead on every sentence
                         "A5": "partly",           # head rho 0.3 > 0.2
                         "A6": "partly",           # -0.6 BLEU (> 0.5 lost), 1.3x faster
-                        "A7": "partly",           # 56% of the gain (< 90%), beats random heads
+                        "A7": "partly",           # 56% of the gain (< 90%), beats both random draws
                         "A8": "does not hold"}    # refined curve higher (worse) than plain
+    write(news, "adaptation.csv", [                  # above the random draws' mean, below the best one
+        {"way": "none", "heads": 0, "updated share": 0.0, "tatoeba": 1.0},
+        {"way": "all", "heads": "all", "updated share": 1.0, "tatoeba": 10.0},
+        {"way": "alps-k14", "heads": 14, "updated share": 0.04, "tatoeba": 6.0},
+        {"way": "random-k14-s1", "heads": 14, "updated share": 0.04, "tatoeba": 3.0},
+        {"way": "random-k14-s2", "heads": 14, "updated share": 0.04, "tatoeba": 6.5}])
+    assert studies_table(tmp_path).set_index("claim").loc["A7", "verdict"] == "does not hold"

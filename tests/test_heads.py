@@ -169,7 +169,7 @@ def test_gold_trees_are_read_with_0_based_words_and_paper_relation_names(tmp_pat
     assert dogs.spans == ((0, 4), (5, 7), (7, 10), (11, 16), (17, 21))
     assert dogs.arcs == (("nsubj", 3, 0), ("advmod", 3, 2), ("dobj", 3, 4))
     assert cats.spans == ((0, 4), (5, 9), (10, 16)) and cats.arcs == (("nsubj", 2, 0),)
-    assert [normalize_relation(r) for r in ("obj", "nsubj:pass", "amod")] == ["dobj", "nsubj", "amod"]
+    assert [normalize_relation(r) for r in ("obj", "nsubj:pass", "nsubjpass", "amod")] == ["dobj", "nsubj", "nsubj", "amod"]
 
 
 def test_importance_ranks_and_head_function_labels_on_hand_built_tables():
@@ -185,7 +185,17 @@ def test_importance_ranks_and_head_function_labels_on_hand_built_tables():
     rare = pd.DataFrame({"layer": [1, 1, 2], "head": [1, 2, 1], "rarest": [0.6, 0.3, 0.9], "n": 10})
     labels = head_functions(positional, syntactic, baseline, rare)
     assert labels.values.tolist() == [[1, 1, "pos-1, rare"], [2, 3, "nsubj v->s"]]   # 0.05 over: not syntactic
+    alike = pd.DataFrame({"layer": 1, "head": [1, 2, 3], "rarest": [0.38, 0.33, 0.30], "n": 10})
+    assert "rare" not in head_functions(positional, syntactic, baseline, alike)["functions"].str.cat()  # +5 points
+    at_margin = alike.assign(rarest=[0.43, 0.33, 0.30])                              # exactly +10 points
+    assert "rare" in head_functions(positional, syntactic, baseline, at_margin)["functions"].str.cat()
 
+
+def test_short_functions_for_heatmap_cells():
+    from headlib.heads import short_functions
+    assert short_functions("pos-1, rare") == "p-1 r"
+    assert short_functions("nsubj v->s, amod n->a, pos+2") == "s p+2"
+    assert short_functions("") == "" and short_functions(float("nan")) == ""
 
 def test_syntactic_heads_absolute_and_relative_margins_on_a_hand_built_table():
     """Best head per relation and direction against its baseline: `syntactic` at least 10 points
