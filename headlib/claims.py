@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pandas as pd
 from scipy.stats import spearmanr
 
-from .heads import RARE_MARGIN
+from .heads import RARE_MARGIN, layer_summary
 
 HOLDS, FAILS, PARTLY, MISSING = "holds", "does not hold", "partly", "not measured"
 VERDICT_STYLE = {HOLDS: "background-color: #d9f2d9", PARTLY: "background-color: #fff2cc",
@@ -46,8 +46,8 @@ def c1_lrp_vs_confidence(out):
 
 
 def c2_few_heads_per_layer(out):
-    imp = _csv(out, "head_importance.csv").assign(a=lambda d: d["relevance"].abs())
-    share = imp.groupby("layer")["a"].agg(lambda a: a.max() / a.sum())
+    imp = _csv(out, "head_importance.csv")
+    share = layer_summary(imp)["top share"]
     uniform = 1 / imp.groupby("layer").size().iloc[0]
     n = int((share >= 2 * uniform).sum())
     verdict = HOLDS if n == len(share) else PARTLY if n >= len(share) / 2 else FAILS

@@ -54,6 +54,19 @@ def importance_table(relevance: torch.Tensor, conf: torch.Tensor) -> pd.DataFram
     return t
 
 
+def layer_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per layer of an `importance_table`: its top head (the largest signed relevance: the head
+    that most supports the predicted token), that head's relevance against the layer's mean, its
+    share of the layer's absolute relevance |R_top| / sum_h |R_h| (uniform: 1 / heads) and its
+    confidence. Sec. 4's table and claim C2 read this one summary."""
+    top = table.loc[table.groupby("layer")["relevance"].idxmax()].set_index("layer")
+    absolute = table["relevance"].abs().groupby(table["layer"]).sum()
+    return pd.DataFrame({"head": top["head"], "relevance": top["relevance"],
+                         "layer mean": table.groupby("layer")["relevance"].mean(),
+                         "top share": top["relevance"].abs() / absolute,
+                         "confidence": top["confidence"]}).reset_index()
+
+
 def _query_key_slices(n: int, eos_mode: str) -> tuple[slice, slice]:
     if eos_mode not in EOS_MODES:
         raise ValueError(f"eos_mode must be one of {', '.join(EOS_MODES)}, got {eos_mode!r}")
