@@ -42,7 +42,7 @@ from headlib.bpe import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from headlib.config import get_config  # noqa: E402
 from headlib.files import write_json  # noqa: E402  (atomic: temp file + os.replace)
 from headlib.model import Transformer  # noqa: E402
-from headlib.train import autocast, prepare_data, token_loss  # noqa: E402
+from headlib.train import autocast, machine, prepare_data, token_loss  # noqa: E402
 
 def config_differences(cfg) -> list[str]:
     """What the benchmark does not make equal between the two models. None changes the matmul
@@ -275,7 +275,7 @@ def main(argv=None) -> int:
         "benchmark": "train_throughput",
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "torch": torch.__version__, "transformers": transformers.__version__,
-        "python": platform.python_version(), "machine": platform.machine(),
+        "python": platform.python_version(), "machine": platform.machine(), "kernels": machine(),
         "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
         "load_avg_start": os.getloadavg(),
         "profile": args.profile, "pair": args.pair,

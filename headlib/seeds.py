@@ -39,6 +39,21 @@ def training_table(profile: str, pair: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["seed", "updates", "minutes", "test set", "BLEU (beam)", "BLEU (greedy)"])
 
 
+def bleu_spread_text(training: pd.DataFrame) -> str:
+    """What `training_table` says about the seed: mean, standard deviation, range and spread of test
+    BLEU (beam), and whether the runs' update counts differ (time-capped runs on a loaded machine)."""
+    beam, updates = training["BLEU (beam)"], training["updates"]
+    if len(beam) < 2:
+        return "Only one seed has been trained, so there is no spread to report yet."
+    budget = ("" if updates.nunique() == 1 else
+              f" The time-capped runs made {updates.min():,}–{updates.max():,} updates in their training time, so part "
+              "of the spread is the budget, not the seed.")
+    return (f"Over {len(beam)} seeds, test BLEU (beam) is **{beam.mean():.2f} ± {beam.std():.2f}** (mean ± standard "
+            f"deviation; range {beam.min():.2f}–{beam.max():.2f}, a spread of {beam.max() - beam.min():.2f}). Differences "
+            "between methods smaller than this spread, measured on one seed, are within what the seed alone moves."
+            + budget)
+
+
 def importance_tables(profile: str, pair: str) -> dict[int, pd.DataFrame]:
     """Sec. 4's head table (relevance, confidence per head) of every seed that has one."""
     return {s: pd.read_csv(results_dir(profile, pair, s) / "head_importance.csv")

@@ -2,11 +2,10 @@
 give the same logits, token for token, and the same greedy translation."""
 import pytest
 import torch
+import transformers     # pinned in requirements.txt: a missing one fails here rather than skipping the test
 
 from headlib.decode import greedy
 from headlib.hub import MarianIds, from_marian
-
-transformers = pytest.importorskip("transformers")
 
 
 def marian(vocab_size=60):
@@ -74,7 +73,7 @@ SENTENCES = ["a small dog runs on the grass .", "two men play music in the stree
 def marian_tokenizer(tmp_path):
     """A MarianTokenizer over tiny SentencePiece models trained here (no download)."""
     import json
-    spm = pytest.importorskip("sentencepiece")
+    import sentencepiece as spm
     spm.SentencePieceTrainer.train(sentence_iterator=iter(SENTENCES * 20), model_prefix=str(tmp_path / "sp"),
                                    vocab_size=40, character_coverage=1.0, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model"))

@@ -60,3 +60,14 @@ def test_the_null_separates_layer_structure_from_sorting():
     assert abs(rel(unrelated)["rho"] - rel(unrelated)["null mean"]) < 0.25 and rel(unrelated)["p"] > 0.05
     again = structure_agreement({"a": flat[0], "b": flat[1]}, n_null=200)
     assert again.equals(unrelated)                               # the null is seeded
+
+
+def test_bleu_spread_text_gives_the_spread_and_says_when_budgets_differ():
+    from headlib.seeds import bleu_spread_text
+    one = pd.DataFrame({"seed": [1], "updates": [30], "BLEU (beam)": [31.0]})
+    assert "Only one seed" in bleu_spread_text(one)
+    three = pd.DataFrame({"seed": [1, 2, 3], "updates": [30, 30, 28], "BLEU (beam)": [31.0, 30.0, 32.0]})
+    text = bleu_spread_text(three)
+    assert "**31.00 ± 1.00**" in text and "range 30.00–32.00, a spread of 2.00" in text
+    assert "made 28–30 updates" in text
+    assert "updates in their" not in bleu_spread_text(three.assign(updates=30))

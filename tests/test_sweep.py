@@ -154,3 +154,16 @@ def test_method_gaps_compare_the_random_mean_with_the_best_method_per_k():
     assert gaps.loc[3, "spread"] == pytest.approx(3.0) and gaps.loc[3, "random gap"] == pytest.approx(3.0)
     assert gaps.loc[12, "best"] == "random" and gaps.loc[12, "random gap"] == 0.0
     assert gaps.loc[12, "spread"] == pytest.approx(0.6)
+
+
+def test_the_choice_of_heads_matters_only_beyond_every_random_draw_and_the_seed_spread():
+    import pandas as pd
+    from headlib.sweep import choice_of_heads_verdict
+    rows = [(3, "LRP", 35.0), (3, "random", 34.0), (3, "random", 34.2), (3, "random", 33.0),
+            (10, "LRP", 34.8), (10, "random", 34.9), (10, "random", 33.5), (10, "random", 33.6),
+            (12, "LRP", 35.0), (12, "random", 34.8), (12, "random", 34.7), (3, "from scratch", 40.0)]
+    methods = pd.DataFrame(rows, columns=["k", "method", "BLEU"])
+    # k=3: above every draw, mean 33.73 is 1.27 behind; k=10: one draw above LRP; k=12: 0.25 behind
+    assert "matters beyond the fine-tuning budget at 3 heads" in choice_of_heads_verdict(methods, 0.57)
+    assert "at 3, 12 heads" in choice_of_heads_verdict(methods, None)
+    assert "at no head count" in choice_of_heads_verdict(methods, 2.0)
