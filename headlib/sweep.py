@@ -203,6 +203,18 @@ def method_gaps(methods: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def mean_open_layer(rows: list[dict], kind: str, per_kind: int) -> float:
+    """The mean layer (1-based) of the heads of `kind` left open, over the sweep points that closed
+    some but not all of its `per_kind` heads (Fig. 10: do a kind's survivors sit in low or high
+    layers?); NaN when no point did."""
+    total = weighted = 0
+    for r in rows:
+        if 0 < r["retained"][kind] < per_kind:
+            total += sum(r["per_layer"][kind])
+            weighted += sum((i + 1) * n for i, n in enumerate(r["per_layer"][kind]))
+    return weighted / total if total else float("nan")
+
+
 def choice_of_heads_verdict(methods: pd.DataFrame, spread: float | None) -> str:
     """Whether the choice of heads matters once the model is fine-tuned (Budhraja et al. 2020):
     at a head count k it does if the best method beats every random draw and the draws' mean by

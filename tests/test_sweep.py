@@ -1,6 +1,7 @@
 """Sec. 6 sweeps: fixed head masks (the from-scratch baseline), cached sweep points, and the
 readers of a sweep (order of kinds, survival, enrichment) on hand-built sweeps with known answers."""
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -167,3 +168,13 @@ def test_the_choice_of_heads_matters_only_beyond_every_random_draw_and_the_seed_
     assert "matters beyond the fine-tuning budget at 3 heads" in choice_of_heads_verdict(methods, 0.57)
     assert "at 3, 12 heads" in choice_of_heads_verdict(methods, None)
     assert "at no head count" in choice_of_heads_verdict(methods, 2.0)
+
+
+def test_mean_open_layer_weights_layers_by_open_heads_over_partly_pruned_points():
+    from headlib.sweep import mean_open_layer
+    rows = [{"retained": {"dec-enc": 8}, "per_layer": {"dec-enc": [4, 4]}},       # nothing closed: left out
+            {"retained": {"dec-enc": 4}, "per_layer": {"dec-enc": [1, 3]}},       # layers 1, 2, 2, 2
+            {"retained": {"dec-enc": 2}, "per_layer": {"dec-enc": [0, 2]}},       # layers 2, 2
+            {"retained": {"dec-enc": 0}, "per_layer": {"dec-enc": [0, 0]}}]       # all closed: left out
+    assert mean_open_layer(rows, "dec-enc", 8) == pytest.approx(11 / 6)
+    assert math.isnan(mean_open_layer(rows[:1], "dec-enc", 8))

@@ -39,6 +39,20 @@ def comparable(state):
     return s
 
 
+def assert_same_run(full, resumed, tmp_path):
+    """The resumed trainer (in tmp_path/resumed) ends bitwise where the uninterrupted one (in
+    tmp_path/full) does: model, optimizer, trainer state and every checkpoint file."""
+    assert_same_tree(full.model.state_dict(), resumed.model.state_dict(), "model")
+    assert_same_tree(full.opt.state_dict(), resumed.opt.state_dict(), "optimizer")
+    assert_same_tree(comparable(full.state), comparable(resumed.state))
+    for name in ["best.pt", "last.pt", *full.state["snapshots"]]:
+        a = torch.load(tmp_path / "full" / name, weights_only=False)
+        b = torch.load(tmp_path / "resumed" / name, weights_only=False)
+        if name == "last.pt":
+            a, b = a["model"], b["model"]
+        assert_same_tree(a, b, name)
+
+
 def test_resume_is_bitwise_identical(tmp_path):
     cfg = get_config("smoke", RESUME)
     assert cfg.model.dropout > 0 and cfg.train.bf16   # RNG and the bf16 fast path are exercised
@@ -65,15 +79,7 @@ def test_resume_is_bitwise_identical(tmp_path):
     assert second.state["step"] == k
     second.fit()
 
-    assert_same_tree(full.model.state_dict(), second.model.state_dict(), "model")
-    assert_same_tree(full.opt.state_dict(), second.opt.state_dict(), "optimizer")
-    assert_same_tree(comparable(full.state), comparable(second.state))
-    for name in ["best.pt", "last.pt", *full.state["snapshots"]]:
-        a = torch.load(tmp_path / "full" / name, weights_only=False)
-        b = torch.load(tmp_path / "resumed" / name, weights_only=False)
-        if name == "last.pt":
-            a, b = a["model"], b["model"]
-        assert_same_tree(a, b, name)
+    assert_same_run(full, second, tmp_path)
 
 
 def test_resume_after_an_interruption_between_save_points_is_bitwise_identical(tmp_path):
@@ -103,16 +109,8 @@ def test_resume_after_an_interruption_between_save_points_is_bitwise_identical(t
     assert second.state["step"] == 3                    # updates 4 and 5 are lost and redone
     second.fit()
 
-    assert_same_tree(full.model.state_dict(), second.model.state_dict(), "model")
-    assert_same_tree(full.opt.state_dict(), second.opt.state_dict(), "optimizer")
-    assert_same_tree(comparable(full.state), comparable(second.state))
+    assert_same_run(full, second, tmp_path)
     assert sorted(p.name for p in (tmp_path / "resumed").glob("snap-*.pt")) == full.state["snapshots"]
-    for name in ["best.pt", "last.pt", *full.state["snapshots"]]:
-        a = torch.load(tmp_path / "full" / name, weights_only=False)
-        b = torch.load(tmp_path / "resumed" / name, weights_only=False)
-        if name == "last.pt":
-            a, b = a["model"], b["model"]
-        assert_same_tree(a, b, name)
 
 
 def test_early_stopping_after_patience_evaluations_without_a_new_best(tmp_path):
