@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pandas as pd
 from scipy.stats import spearmanr
 
-from .heads import RARE_MARGIN, layer_summary
+from .heads import RARE_MARGIN, layer_summary, rare_word_candidate
 
 HOLDS, FAILS, PARTLY, MISSING = "holds", "does not hold", "partly", "not measured"
 VERDICT_STYLE = {HOLDS: "background-color: #d9f2d9", PARTLY: "background-color: #fff2cc",
@@ -86,14 +86,12 @@ def c4_syntactic(out):
 def c5_rare_word(out):
     """The top layer-1 head by rarest-token rate, judged against the other layer-1 heads: on short
     sentences every head hits one of the two rarest tokens often (chance is high), so a rate alone
-    says little; the head must stand out (RARE_MARGIN over the median layer-1 head)."""
+    says little; the head must stand out (`heads.rare_word_candidate`)."""
     rates = _csv(out, "rare_word_rates.csv")
     imp = _csv(out, "head_importance.csv")
     layer1 = rates[rates["layer"] == 1]
-    top = layer1.loc[layer1["rarest"].idxmax()]
-    margin = top["rarest"] - layer1["rarest"].median()
+    top, margin, stands_out = rare_word_candidate(rates)
     rank = int(imp[(imp["layer"] == 1) & (imp["head"] == top["head"])]["rank_in_layer"].iloc[0])
-    stands_out = margin >= RARE_MARGIN - 1e-9
     verdict = HOLDS if stands_out and top["rarest"] >= 0.5 and rank == 1 else PARTLY if stands_out else FAILS
     return (f"head 1.{int(top['head'])}: rarest {top['rarest']:.0%} ({margin * 100:+.1f} points over the median "
             f"layer-1 head; layer 1 ranges {layer1['rarest'].min():.0%}-{layer1['rarest'].max():.0%}), one of "

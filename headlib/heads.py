@@ -269,13 +269,23 @@ def syntactic_heads(heads: pd.DataFrame, baseline: pd.DataFrame, margin: float =
 RARE_MARGIN = 0.10   # a rare-word head hits the rarest token this much more often than the median layer-1 head
 
 
+def rare_word_candidate(rates: pd.DataFrame, rare_margin: float = RARE_MARGIN) -> tuple[pd.Series, float, bool]:
+    """The layer-1 head of a `rare_word_rates` table that most often attends to the sentence's
+    rarest token, its margin over the median layer-1 head, and whether that margin reaches
+    `rare_margin` (on short sentences every head often hits a rare token: a head like the others
+    is no rare-word head)."""
+    first = rates[rates["layer"] == 1]
+    top = first.loc[first["rarest"].idxmax()]
+    margin = float(top["rarest"] - first["rarest"].median())
+    return top, margin, margin >= rare_margin - _TOLERANCE
+
+
 def head_functions(positional: pd.DataFrame, syntactic: pd.DataFrame, baseline: pd.DataFrame,
                    rare: pd.DataFrame, margin: float = 0.10, rare_margin: float = RARE_MARGIN) -> pd.DataFrame:
     """Each head's functions as short labels: `pos-1` / `pos+1` (positional, with its offset),
     `nsubj v->s` etc. (beats the relation's positional baseline by `margin` absolute), and
-    `rare` (the first-layer head most often attending to the sentence's rarest token, if it does
-    so `rare_margin` more often than the median layer-1 head: on short sentences every head often
-    hits a rare token, and a head like the others is no rare-word head)."""
+    `rare` (the first-layer head most often attending to the sentence's rarest token, if it stands
+    out from the other layer-1 heads: `rare_word_candidate`)."""
     labels: dict[tuple[int, int], list[str]] = {}
     for r in positional[positional["positional"]].itertuples():
         labels.setdefault((r.layer, r.head), []).append(f"pos{r.offset:+d}")
@@ -285,8 +295,8 @@ def head_functions(positional: pd.DataFrame, syntactic: pd.DataFrame, baseline: 
         labels.setdefault((r.layer, r.head), []).append(f"{r.relation} {r.direction}")
     first = rare[rare["layer"] == 1]
     if len(first) and first["n"].iloc[0] > 0:
-        r = first.loc[first["rarest"].idxmax()]
-        if r["rarest"] - first["rarest"].median() >= rare_margin - _TOLERANCE:
+        r, _, stands_out = rare_word_candidate(rare, rare_margin)
+        if stands_out:
             labels.setdefault((int(r["layer"]), int(r["head"])), []).append("rare")
     return pd.DataFrame([{"layer": l, "head": h, "functions": ", ".join(v)} for (l, h), v in sorted(labels.items())],
                         columns=["layer", "head", "functions"])
