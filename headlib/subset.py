@@ -77,7 +77,10 @@ class SubsetGates(nn.Module):
         return {k: v.detach().cpu().clone() for k, v in self._split(self.logits).items()}
 
 
-def subset_overlap(logits: torch.Tensor, k: int, draws: int = 10_000, seed: int = 0) -> float:
+OVERLAP_DRAWS = 10_000   # Gumbel draws behind `subset_overlap`
+
+
+def subset_overlap(logits: torch.Tensor, k: int, draws: int = OVERLAP_DRAWS, seed: int = 0) -> float:
     """Expected share of the k kept heads (the k largest `logits`) that a training subset contains
     as tau -> 0, where the soft top-k is the hard top-k of the Gumbel-perturbed logits: 1 when the
     logits have separated, k / n when the noise alone decides."""
