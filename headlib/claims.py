@@ -122,14 +122,11 @@ def c6_few_heads_suffice(out):
 def seed_spread(out: Path) -> float | None:
     """Range (max - min) of the main test set's beam BLEU over the seeds trained with this
     profile and pair (the directories next to `out`); None with fewer than two seeds."""
-    import json
-    from .data import main_test_set
+    from .seeds import pair_training_table       # seeds reads claims' verdicts
     if not out.name.startswith("seed"):            # not a results/<profile>/<pair>/seed<seed> directory
         return None
-    test = main_test_set(out.parent.name)
-    scores = [json.loads(p.read_text())["test"][test]["beam"]["bleu"]
-              for p in sorted(out.parent.glob("seed*/training_results.json"))]
-    return max(scores) - min(scores) if len(scores) >= 2 else None
+    beam = pair_training_table(out.parent)["BLEU (beam)"]
+    return float(beam.max() - beam.min()) if len(beam) >= 2 else None
 
 
 def c7_pruned_beats_scratch(out):

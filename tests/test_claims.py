@@ -89,7 +89,9 @@ def test_pruned_vs_scratch_is_weighed_against_the_seed_spread(tmp_path):
     for seed, bleu in ((1, 30.0), (2, 30.5), (3, 29.8)):              # spread 0.7
         d = tmp_path / "en-de" / f"seed{seed}"
         d.mkdir(parents=True)
-        (d / "training_results.json").write_text(json.dumps({"test": {"test_2016_flickr": {"beam": {"bleu": bleu}}}}))
+        (d / "training_results.json").write_text(json.dumps(
+            {"steps": 30, "train_minutes": 1.0,
+             "test": {"test_2016_flickr": {"beam": {"bleu": bleu}, "greedy": {"bleu": bleu - 1}}}}))
     out = tmp_path / "en-de" / "seed1"
     pd.DataFrame({"pruned - scratch": [0.4, 0.8, -0.2]}).to_csv(out / "pruning_encoder_scratch.csv", index=False)
     row = claims_table(out).set_index("claim").loc["C7"]
