@@ -1,5 +1,6 @@
-"""The studies around the paper (the "Around the paper" chapter): each original claim, our number
-from this study's result tables, and a verdict by a stated criterion (as `headlib.claims`).
+"""The studies around the paper (the "Around the paper" chapter): the sweeps of edited models that
+some of them run, and each original claim, our number from this study's result tables, and a
+verdict by a stated criterion (as `headlib.claims`).
 
 BLEU here is greedy BLEU on the first `n` dev sentences (the notebook's parameter), edits at
 inference only; "minimal loss" is at most 1% of the intact model's BLEU.
@@ -10,6 +11,57 @@ import pandas as pd
 from scipy.stats import wilcoxon
 
 from .claims import FAILS, HOLDS, PARTLY, Claim, _csv, claims_table
+from .interventions import Counts, constant_attention, edit_attention, log_quantize, threshold
+from .model import KINDS
+from .train import evaluate_bleu
+
+THRESHOLDS = (0.0, 0.001, 0.01, 0.03, 0.05, 0.1, 0.2, 0.3)   # A3: attention values below t set to 0
+BITS = (1, 2, 3, 4)                                          # A3: log quantization to 2^bits levels
+
+
+def constant_attention_sweep(model, bpe, dev, patterns, full: float, counts: Counts | None = None) -> pd.DataFrame:
+    """A2: greedy BLEU on `dev` with encoder heads made constant (`interventions.constant_attention`
+    with the average `patterns`, {source length S: (L, H, S, S)}), one row per setting, in this order: each head alone ("what" "head",
+    1-based "layer" and "head", 1 head), each layer's heads together ("layer", head 0), and every head
+    ("all", layer 0, head 0); "heads" counts the constant heads, "change" is BLEU minus `full`, the
+    intact model's. `counts` gathers the sentences whose length no training sentence had."""
+    L, H = model.head_mask("enc-self").shape              # encoder layers, heads per layer
+
+    def bleu(heads: set[tuple[int, int]]) -> float:   # 0-based (layer, head)
+        with edit_attention(model, "enc-self", constant_attention(patterns, heads, counts)):
+            return evaluate_bleu(model, bpe, dev)["bleu"]
+
+    rows = [{"what": "head", "layer": l + 1, "head": h + 1, "heads": 1, "BLEU": bleu({(l, h)})}
+            for l in range(L) for h in range(H)]
+    rows += [{"what": "layer", "layer": l + 1, "head": 0, "heads": H, "BLEU": bleu({(l, h) for h in range(H)})}
+             for l in range(L)]
+    rows.append({"what": "all", "layer": 0, "head": 0, "heads": L * H,
+                 "BLEU": bleu({(l, h) for l in range(L) for h in range(H)})})
+    return pd.DataFrame(rows).assign(change=lambda d: d["BLEU"] - full)     # (L * H + L + 1, 6)
+
+
+def edit_sweep(model, bpe, dev, edits, name: str) -> pd.DataFrame:
+    """Greedy BLEU on `dev` with each edit of `edits` ((setting, make) pairs; make(counts) returns the
+    edit, fn(weights (B, H, Tq, Tk), layer) -> weights) applied to every head of all three attention kinds; one row per setting, in order: "BLEU",
+    "zeroed" (the share of real attention values the edit set to zero, `Counts.zeroed_fraction`) and
+    `name` (the setting)."""
+    rows = []
+    for setting, make in edits:
+        counts = Counts()
+        with edit_attention(model, KINDS, make(counts)):
+            bleu = evaluate_bleu(model, bpe, dev)["bleu"]
+        rows.append({"BLEU": bleu, "zeroed": counts.zeroed_fraction, name: setting})
+    return pd.DataFrame(rows)                                                # (len(edits), 3)
+
+
+def sparsity_sweep(model, bpe, dev, thresholds=THRESHOLDS) -> pd.DataFrame:
+    """A3: `edit_sweep` over `interventions.threshold` at each of `thresholds` (column "threshold")."""
+    return edit_sweep(model, bpe, dev, [(t, lambda c, t=t: threshold(t, c)) for t in thresholds], "threshold")
+
+
+def quantization_sweep(model, bpe, dev, bits=BITS) -> pd.DataFrame:
+    """A3: `edit_sweep` over `interventions.log_quantize` at each number of `bits` (column "bits")."""
+    return edit_sweep(model, bpe, dev, [(b, lambda c, b=b: log_quantize(b, counts=c)) for b in bits], "bits")
 
 
 def a1_single_heads(out):

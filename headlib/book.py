@@ -41,17 +41,17 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from . import __version__
 from .files import artifacts_dir, file_digest, write_json, write_text
+from .glue_refs import check_glue, read_notebook
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO / "notebooks"
 BOOK_SRC = REPO / "book"
 PARAMETERS = ("profile", "pairs", "seed")   # what every notebook's `parameters` cell declares
-GLUE_MIME_PREFIX = "application/papermill.record/"   # myst_nb.glue(..., display=False)
 
 
 @dataclass(frozen=True)
@@ -107,14 +107,9 @@ def default_out(profile: str) -> Path:
 
 # -- notebooks and manifests ---------------------------------------------------------------------
 
-def _read_nb(path: Path):
-    import nbformat
-    return nbformat.read(str(path), as_version=4)
-
-
 def parameters_cell(path: Path) -> dict:
     """The code cell tagged `parameters` (papermill's convention); an error if there is none."""
-    for cell in _read_nb(path).cells:
+    for cell in read_notebook(path).cells:
         if cell.cell_type == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
             return cell
     raise BookError(f"{path}: no code cell tagged 'parameters' (papermill needs one; "
@@ -134,7 +129,7 @@ def check_parameters(path: Path) -> None:
 
 def source_digest(path: Path) -> str:
     """Hash of what a notebook computes: cell types, sources and tags (not outputs or metadata)."""
-    cells = [[c.cell_type, c.source, sorted(c.get("metadata", {}).get("tags", []))] for c in _read_nb(path).cells]
+    cells = [[c.cell_type, c.source, sorted(c.get("metadata", {}).get("tags", []))] for c in read_notebook(path).cells]
     return hashlib.sha256(json.dumps(cells).encode()).hexdigest()[:16]
 
 
@@ -469,112 +464,6 @@ def write_toc(out: Path, profile: str, notebooks: Sequence[Notebook] = NOTEBOOKS
     path = write_text(out / "_toc.yml", header + yaml.safe_dump(toc, sort_keys=False, allow_unicode=True))
     path.chmod(0o644)
     return path
-
-
-# -- glue checks ---------------------------------------------------------------------------------
-
-_ROLE = re.compile(r"\{glue(?::(any|text|md))?\}`([^`]+)`")
-_DIRECTIVE = re.compile(r"^[ \t]*(?:`{3,}|:{3,})\{glue(?::(any|figure|math|md))?\}[ \t]+(\S+)[ \t]*$", re.M)
-_DOC_OPTION = re.compile(r"^[ \t]*:doc:[ \t]*(\S+)")
-
-
-@dataclass(frozen=True)
-class GlueRef:
-    page: str          # docname of the referencing page (relative to the book, no suffix)
-    doc: str           # docname the key must be defined in
-    key: str
-    line: int
-
-
-def _docname(out: Path, path: Path) -> str:
-    return path.relative_to(out).with_suffix("").as_posix()
-
-
-def _resolve(page: str, doc: str) -> str:
-    """A glue `doc` reference as Sphinx resolves it: relative to the page, or to the root with '/'."""
-    doc = doc.strip()
-    base = PurePosixPath() if doc.startswith("/") else PurePosixPath(page).parent
-    parts = []
-    for part in (base / doc.lstrip("/")).parts:
-        if part == "..":
-            parts = parts[:-1]
-        elif part != ".":
-            parts.append(part)
-    return str(PurePosixPath(*parts).with_suffix("")) if parts else ""
-
-
-def references_in_text(text: str, page: str, first_line: int = 1) -> list[GlueRef]:
-    """Glue roles and directives in MyST text, parsed as myst-nb parses them."""
-    refs = []
-    for m in _ROLE.finditer(text):
-        kind, body = m.group(1) or "any", m.group(2)
-        if kind in ("text", "md") and ":" in body:
-            body = body.rsplit(":", 1)[0]          # drop the format spec
-        doc, _, key = body.rpartition("::") if "::" in body and kind != "md" else ("", "", body)
-        refs.append(GlueRef(page, _resolve(page, doc) if doc else page, key, first_line + text.count("\n", 0, m.start())))
-    lines = text.splitlines()
-    for m in _DIRECTIVE.finditer(text):
-        line = text.count("\n", 0, m.start())
-        doc = ""
-        for option in lines[line + 1:]:
-            if not option.strip().startswith(":"):
-                break
-            if d := _DOC_OPTION.match(option):
-                doc = d.group(1)
-        if m.group(1) in ("figure", "math", "md"):
-            doc = ""   # these directives only read the page's own notebook
-        refs.append(GlueRef(page, _resolve(page, doc) if doc else page, m.group(2), first_line + line))
-    return refs
-
-
-def book_pages(out: Path) -> list[Path]:
-    """The pages of a book directory: Markdown pages and executed notebooks (not failed or temporary)."""
-    pages = [p for p in out.rglob("*.md") if "_build" not in p.relative_to(out).parts]
-    pages += [p for p in (out / "executed").rglob("*.ipynb")
-              if not p.name.endswith((".failed.ipynb", ".tmp.ipynb")) and not p.name.startswith(".")]
-    return sorted(pages)
-
-
-def glue_references(out: Path) -> list[GlueRef]:
-    refs = []
-    for path in book_pages(out):
-        page = _docname(out, path)
-        if path.suffix == ".md":
-            refs += references_in_text(path.read_text(encoding="utf-8"), page)
-        else:
-            for i, cell in enumerate(_read_nb(path).cells):
-                if cell.cell_type == "markdown":
-                    refs += [GlueRef(r.page, r.doc, r.key, i) for r in references_in_text(cell.source, page)]
-    return refs
-
-
-def glue_definitions(out: Path) -> dict[str, set[str]]:
-    """Glue keys defined by each executed notebook: outputs that myst_nb.glue marked (with
-    `metadata.scrapbook.name`; `display=False` prefixes their mime types with GLUE_MIME_PREFIX)."""
-    defined: dict[str, set[str]] = {}
-    for path in book_pages(out):
-        if path.suffix != ".ipynb":
-            continue
-        keys = defined.setdefault(_docname(out, path), set())
-        for cell in _read_nb(path).cells:
-            for output in cell.get("outputs", []):
-                name = output.get("metadata", {}).get("scrapbook", {}).get("name")
-                if name:
-                    keys.add(name)
-    return defined
-
-
-def check_glue(out: Path) -> list[str]:
-    """One line per glue reference that no executed notebook defines."""
-    defined = glue_definitions(out)
-    problems = []
-    for ref in glue_references(out):
-        if ref.doc not in defined:
-            problems.append(f"{ref.page} (line/cell {ref.line}): glue key {ref.key!r} refers to {ref.doc!r}, "
-                            "which is not an executed notebook of this book")
-        elif ref.key not in defined[ref.doc]:
-            problems.append(f"{ref.page} (line/cell {ref.line}): glue key {ref.key!r} is not defined in {ref.doc}")
-    return problems
 
 
 def check(out: Path, src_dir: Path = NOTEBOOK_DIR) -> list[str]:

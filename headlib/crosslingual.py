@@ -22,6 +22,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from .config import get_config
+from .data import load_split, main_test_set
 from .files import write_json
 from .heads import confidence, encoder_attention, importance_table
 from .lrp import head_relevance
@@ -83,3 +84,39 @@ def agreement(values: dict[str, pd.Series]) -> pd.DataFrame:
     """Spearman rho between every two named series (aligned by index), one row per pair."""
     return pd.DataFrame([{"a": a, "b": b, "rho": float(spearmanr(values[a], values[b]).statistic)}
                          for a, b in itertools.combinations(values, 2)])
+
+
+def pair_profiles(profile: str, pairs: list[str], seed: int, ntrex: list[str]) -> dict[str, PairProfiles]:
+    """Each pair's `cached_head_profiles` on the same English `ntrex` sentences ("ntrex") and on as
+    many sentences of the pair's own main test set ("own"), in the order of `pairs`. Another pair's
+    profiles are its committed ones where its run is the committed run."""
+    return {p: cached_head_profiles(profile, p, seed,
+                                    {"ntrex": ntrex, "own": list(load_split(p, main_test_set(p)).src[: len(ntrex)])})
+            for p in pairs}
+
+
+class CrossLingual(NamedTuple):
+    layers: pd.DataFrame        # per model and layer: `layer_profile` of its NTREX heads, and "model" (the pair)
+    agreement: pd.DataFrame     # level, a, b, rho: Spearman rho of head relevance or layer top shares
+    shared_vocab: int | None    # the models' common vocabulary when all have the same shapes (so, with one
+                                # seed, the same initial weights); None when their shapes differ
+
+
+def compare_profiles(profiles: dict[str, PairProfiles]) -> CrossLingual:
+    """The A5 study on `pair_profiles`: per model, the layer profile of its NTREX head relevance;
+    and the agreements, in this order: per model, its heads on NTREX vs on its own test set (level
+    "heads, ntrex vs own test set", a "<pair> ntrex", b "<pair> own"); the models' layer top-head
+    shares ("layer top share"); and their NTREX head relevance head by head ("heads across pairs")."""
+    layers, agree = [], []
+    for p, cached in profiles.items():
+        layers.append(layer_profile(cached.tables["ntrex"]).assign(model=p))
+        domain = agreement({"ntrex": cached.tables["ntrex"]["relevance"], "own": cached.tables["own"]["relevance"]})
+        agree.append(domain.assign(level="heads, ntrex vs own test set", a=f"{p} ntrex", b=f"{p} own"))
+    layers = pd.concat(layers, ignore_index=True)
+    tops = {p: layers[layers["model"] == p].set_index("layer")["top share"] for p in profiles}   # (layers,) each
+    agree.append(agreement(tops).assign(level="layer top share"))
+    heads = {p: c.tables["ntrex"]["relevance"] for p, c in profiles.items()}   # (layers * heads,) each
+    agree.append(agreement(heads).assign(level="heads across pairs"))
+    agree = pd.concat(agree, ignore_index=True)[["level", "a", "b", "rho"]]
+    shapes = {(c.vocab_size, json.dumps(c.model, sort_keys=True)) for c in profiles.values()}
+    return CrossLingual(layers, agree, next(iter(shapes))[0] if len(shapes) == 1 else None)

@@ -19,6 +19,7 @@ from pathlib import Path
 PAIRS = ("en-de", "en-fr", "en-ru")
 MULTI30K_TESTS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
 ENRU_TESTS = ("newstest2019-2020", "flores-devtest", "tatoeba-heldout")
+ENRU_DEV = "newstest2018"     # the en-ru dev set (enru/dev.tsv): WMT news, 3,000 pairs
 ENRU_HELDOUT_TATOEBA = 1000   # conversational test set carved out of train
 ENRU_HELDOUT_SEED = 2019
 NTREX_LANG = {"de": "deu", "fr": "fra", "ru": "rus"}
@@ -129,7 +130,7 @@ def _enru_train_heldout(root: Path) -> tuple[Corpus, Corpus]:
 
 
 def _enru_domain(pair: str, split: str, root: Path) -> Corpus:
-    """A domain part of the en-ru pool: its train pairs; dev = newstest2018 (news) or 1,000 more
+    """A domain part of the en-ru pool: its train pairs; dev = `ENRU_DEV` (news) or 1,000 more
     Tatoeba pairs carved out of train (Tatoeba); tests as for en-ru."""
     if split not in ("train", "dev") + ENRU_DOMAIN_TESTS[pair]:
         raise DataError(f"unknown split {split!r} for {pair}; valid: train, dev, {', '.join(ENRU_DOMAIN_TESTS[pair])}")
@@ -252,7 +253,7 @@ def load_ntrex(lang: str, root: str | Path | None = None) -> Corpus:
 def analysis_sentences(pair: str, n: int = 0, root: str | Path | None = None) -> list[str]:
     """Held-out English sentences of the pair's own domain for head analysis (Sec. 4-5): the
     Multi30k val, test_2017_flickr and test_2017_mscoco sources (2,475; test_2016_flickr stays the
-    BLEU test), or the dev set (en-ru: newstest2018, 3,000; a local pair: its dev; the Tatoeba
+    BLEU test), or the dev set (en-ru: `ENRU_DEV`, 3,000; a local pair: its dev; the Tatoeba
     part: its dev and held-out test, 2,000). The first `n` (0 = all)."""
     if pair == "en-ru.tatoeba":
         sents = [s for split in ("dev", "tatoeba-heldout") for s in load_split(pair, split, root).src]

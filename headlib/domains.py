@@ -22,11 +22,12 @@ import argparse
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
 from . import adapt
-from .claims import ANALYSIS_CLAIMS, CLAIMS, VERDICT_WORDS, claims_table
+from .claims import ANALYSIS_CLAIMS, CLAIMS, PAPER_ENRU_MODELS, VERDICT_WORDS, claims_table
 from .data import analysis_sentences, load_split, main_test_set
 from .files import file_digest, write_json, write_text
 from .heads import (confidence, encoder_attention, head_functions, importance_table, parse_spacy,
@@ -132,6 +133,34 @@ def shared_sources(pair: str, split: str) -> float:
     train = set(load_split(pair, "train").src)
     held = load_split(pair, split).src
     return sum(s in train for s in held) / len(held)
+
+
+def training_size(pair: str) -> tuple[int, float]:
+    """(training pairs, mean English words per training sentence) of a pair; words are what
+    `str.split` separates."""
+    train = load_split(pair, "train")
+    return len(train), sum(len(s.split()) for s in train.src) / len(train)
+
+
+class FunctionCounts(NamedTuple):
+    positional: int       # positional heads
+    syntactic: int        # (relation, direction) pairs whose best head beats the positional baseline by the margin
+    relations: int        # (relation, direction) pairs measured
+    rare: dict            # the layer-1 rare-word head's row: layer, head, rarest, top2, rank_in_layer, ...
+
+
+def function_counts(d: dict) -> FunctionCounts:
+    """The Sec. 5 head functions found in one domain model (an `analyse` row), counted."""
+    syn = pd.DataFrame(d["syntactic"])
+    return FunctionCounts(len(d["positional"]), int(syn["syntactic"].sum()), len(syn), d["rare"])
+
+
+def paper_models() -> str:
+    """The paper's two en-ru models (`claims.PAPER_ENRU_MODELS`) in words: their BLEU by domain,
+    then their training pairs ("<BLEU> WMT, <BLEU> OpenSubtitles, with <n>M and <n>M pairs")."""
+    bleu = ", ".join(f"{m['BLEU']:g} {name}" for name, m in PAPER_ENRU_MODELS.items())
+    pairs = " and ".join(f"{m['pairs'] / 1e6:g}M" for m in PAPER_ENRU_MODELS.values())
+    return f"{bleu}, with {pairs} pairs"
 
 
 def comparison(news: dict, tatoeba: dict) -> pd.DataFrame:

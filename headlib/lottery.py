@@ -24,6 +24,7 @@ import json
 import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import torch
@@ -33,7 +34,7 @@ from .data import load_split, main_test_set
 from .files import artifacts_dir, torch_save, write_json
 from .heads import confidence, encoder_attention
 from .importance import keep_top
-from .model import Transformer, mask_spec
+from .model import Transformer, mask_spec, parse_mask_spec
 from .results import results_dir
 from .shrink import encoder_batches, encoder_seconds, shrink, with_masks
 from .sweep import canonical_spec, device_name, nearest, points, scratch_config, scratch_rows
@@ -186,6 +187,35 @@ def comparison(row: dict, baseline: dict, hard_concrete: dict | None, scratch: d
             rows.append(("from scratch, Hard Concrete's mask", hc_heads, scratch["steps"], scratch["test_beam"],
                          speedup.get("Hard Concrete")))
     return pd.DataFrame(rows, columns=["method", "encoder heads", "updates", "BLEU", "encoder speed-up"])
+
+
+class TicketSummary(NamedTuple):
+    kept: torch.Tensor                  # (layers, heads) 0/1: the encoder heads the ticket keeps
+    hc_kept: torch.Tensor | None        # (layers, heads) 0/1: those of Hard Concrete's point; None without one
+    text: str                           # the page's paragraph (Markdown) on the ticket against the others
+
+
+def ticket_summary(row: dict, table: pd.DataFrame, hard_concrete: dict | None, layer_counts: dict[str, int],
+                   n_heads: int) -> TicketSummary:
+    """The ticket (`run`'s row) read against its `comparison` table: the encoder masks of the ticket
+    and of Hard Concrete's point (`compared_points`), parsed with the model's `layer_counts` and
+    `n_heads`, and a paragraph: the ticket's BLEU against the unpruned model's, its updates in all and
+    retraining minutes; with a Hard Concrete point, that point's heads and BLEU, the heads the two
+    masks share, and in how many encoder layers each keeps a head."""
+    kept = parse_mask_spec(row["mask"], layer_counts, n_heads)["enc-self"]
+    hc_kept = parse_mask_spec(hard_concrete["mask"], layer_counts, n_heads)["enc-self"] if hard_concrete else None
+    t = table.set_index("method")
+    ours, full = t.loc["lottery ticket"], t.loc["unpruned", "BLEU"]
+    text = (f"The ticket scores **{ours['BLEU']:.2f}** BLEU against {full:.2f} for the unpruned model "
+            f"({ours['BLEU'] - full:+.2f}), after {row['total_updates']:,} updates in all "
+            f"({row['ticket_minutes']:.0f} minutes for the retraining on {row['device']}).")
+    if hard_concrete is not None:
+        hc_name = t.index[t.index.str.startswith("Hard Concrete")][0]
+        text += (f" Hard Concrete's point with {int(t.loc[hc_name, 'encoder heads'])} heads scores "
+                 f"{t.loc[hc_name, 'BLEU']:.2f}; the two masks share {int((kept * hc_kept).sum())} heads, and the "
+                 f"ticket keeps heads in {int((kept.sum(1) > 0).sum())} of {kept.shape[0]} layers "
+                 f"(Hard Concrete: {int((hc_kept.sum(1) > 0).sum())}).")
+    return TicketSummary(kept, hc_kept, text)
 
 
 def compared_points(profile: str, pair: str, seed: int, k: int, model) -> tuple[dict | None, dict | None]:

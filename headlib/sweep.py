@@ -187,6 +187,45 @@ def sweep_table(rows: list[dict], full: dict, tuned: dict | None = None) -> pd.D
     return table
 
 
+def pruned_vs_scratch(rows: list[dict], scratch: list[dict]) -> pd.DataFrame:
+    """Each pruned point beside the from-scratch run trained with its head mask (Table 2's question):
+    one row per point of `rows`, in order, with "mask" (the point's `canonical_spec`), "lambda",
+    "pruned" (its test BLEU, beam), "from scratch" (the run's; NaN where no run of `scratch` has the
+    point's mask), "pruned - scratch" and "scratch device" (missing where no run). Masks compare as
+    `canonical_spec`s (kinds with every head open left out), so a run trained with an encoder-only
+    spec matches a point that closed encoder heads only; runs with one spec are one run."""
+    by_spec = {canonical_spec(s["mask"]): s for s in scratch}
+    table = []
+    for r in rows:
+        spec = canonical_spec(r["mask"])
+        s = by_spec.get(spec)
+        table.append({"mask": spec, "lambda": r["lam"], "pruned": r["test_beam"],
+                      "from scratch": s["test_beam"] if s is not None else None,
+                      "scratch device": s["device"] if s is not None else None})
+    table = pd.DataFrame(table, columns=["mask", "lambda", "pruned", "from scratch", "scratch device"])
+    table["from scratch"] = table["from scratch"].astype(float)                 # None -> NaN
+    table.insert(4, "pruned - scratch", table["pruned"] - table["from scratch"])
+    return table                                                                 # (len(rows), 6)
+
+
+def scratch_table(rows: list[dict], scratch: list[dict], kind: str = "enc-self") -> pd.DataFrame:
+    """The encoder page's pruned-vs-scratch table: one row per from-scratch run of `scratch`, in
+    order, beside the first point of `rows` with its mask (compared as in `pruned_vs_scratch`):
+    "encoder heads" (the run's heads of `kind`), "lambda", "pruned", "from scratch", "pruned -
+    scratch" and "scratch device". A run that no point has the mask of is an error."""
+    table = []
+    for s in scratch:
+        spec = canonical_spec(s["mask"])
+        point = next((r for r in rows if canonical_spec(r["mask"]) == spec), None)
+        if point is None:
+            raise ValueError(f"no pruned point has the mask {spec!r} of a from-scratch run")
+        table.append({"encoder heads": s["retained"][kind], "lambda": point["lam"], "pruned": point["test_beam"],
+                      "from scratch": s["test_beam"], "pruned - scratch": point["test_beam"] - s["test_beam"],
+                      "scratch device": s["device"]})
+    return pd.DataFrame(table, columns=["encoder heads", "lambda", "pruned", "from scratch", "pruned - scratch",
+                                        "scratch device"])                       # (len(scratch), 6)
+
+
 def method_gaps(methods: pd.DataFrame) -> pd.DataFrame:
     """Per head count k of a method comparison (rows: k, method, BLEU; several rows for the random
     draws): the best fine-tuned method and its mean BLEU, the spread between the best and worst
@@ -201,6 +240,50 @@ def method_gaps(methods: pd.DataFrame) -> pd.DataFrame:
                      "spread": float(at.max() - at.min()),
                      "random gap": float(at.max() - at["random"]) if "random" in at else float("nan")})
     return pd.DataFrame(rows)
+
+
+# The fine-tuned methods of the Beyond page: fixed-mask labels (`fixed_masks`, less a random draw's
+# "-s<seed>") as the page names them, and the order its figure and table show the methods in.
+METHOD_NAMES = {"lrp": "LRP", "confidence": "confidence", "michel": "gradient (Michel)"}
+METHOD_ORDER = ("Hard Concrete", "DSP", "random", "LRP", "confidence", "gradient (Michel)", "from scratch")
+
+
+def method_comparison(ks, hard_concrete: list[dict], dsp: dict[int, dict], fine_tune, measures: pd.DataFrame,
+                      labels, random_seeds, scratch: list[dict], heads_per_kind: int) -> pd.DataFrame:
+    """The fine-tuned methods at each encoder head count k of `ks` (same budget), one row per point:
+    k, method, BLEU (test, beam) and the device it ran on. At each k, in this order: the first
+    Hard Concrete point of `hard_concrete` (by lambda) that kept exactly k encoder heads, if any;
+    DSP's point `dsp[k]`; the fixed masks of `fixed_masks(measures, k, random_seeds)` whose label
+    (a random draw's without "-s<seed>") is in `labels`, fine-tuned by `fine_tune(method="fixed",
+    mask=spec, label=label)` (a cached point: `prune_point`); and the from-scratch runs of `scratch`
+    with k encoder heads and all `heads_per_kind` heads of both decoder kinds. Methods are named as
+    the page names them (`METHOD_NAMES`; every random draw is "random")."""
+    rows = []
+    for k in ks:
+        hc = [r for r in hard_concrete if r["retained"]["enc-self"] == k]
+        picked = [("Hard Concrete", hc[0])] if hc else []
+        picked += [("DSP", dsp[k])]
+        picked += [(label, fine_tune(method="fixed", mask=spec, label=label))
+                   for label, spec in fixed_masks(measures, k, random_seeds).items() if label.split("-s")[0] in labels]
+        picked += [("from scratch", r) for r in scratch if r["retained"]["enc-self"] == k
+                   and r["retained"]["dec-self"] == r["retained"]["dec-enc"] == heads_per_kind]
+        rows += [{"k": k, "method": m, "BLEU": r["test_beam"], "device": r["device"]} for m, r in picked]
+    names = lambda m: "random" if m.startswith("random") else METHOD_NAMES.get(m, m)
+    return pd.DataFrame(rows, columns=["k", "method", "BLEU", "device"]).assign(      # (points, 4)
+        method=lambda d: d["method"].map(names))
+
+
+def method_table(methods: pd.DataFrame) -> pd.DataFrame:
+    """A `method_comparison` as text, methods (rows, in `METHOD_ORDER`) x head counts (columns
+    "<k> heads"): the mean BLEU, and for several points (the random draws) "mean ± std (n=count)";
+    empty where a method has no point at k."""
+    summary = methods.groupby(["method", "k"])["BLEU"].agg(["mean", "std", "count"]).reset_index()
+    summary["cell"] = summary.apply(lambda r: f"{r['mean']:.2f}" + (f" ± {r['std']:.2f} (n={int(r['count'])})"
+                                                                    if r["count"] > 1 else ""), axis=1)
+    table = summary.pivot(index="method", columns="k", values="cell").reindex(
+        [m for m in METHOD_ORDER if m in set(summary["method"])])
+    table.columns = [f"{k} heads" for k in table.columns]
+    return table.fillna("")                                                      # (methods, head counts)
 
 
 def mean_open_layer(rows: list[dict], kind: str, per_kind: int) -> float:

@@ -58,3 +58,94 @@ def test_verdicts_follow_the_criteria(tmp_path):
         {"way": "random-k14-s1", "heads": 14, "updated share": 0.04, "tatoeba": 3.0},
         {"way": "random-k14-s2", "heads": 14, "updated share": 0.04, "tatoeba": 6.5}])
     assert studies_table(tmp_path).set_index("claim").loc["A7", "verdict"] == "does not hold"
+
+
+def test_constant_attention_sweep_edits_each_head_each_layer_then_all(monkeypatch):
+    """Which heads each row makes constant, read through stand-ins for the edit and the scorer: the
+    stand-in BLEU is 30 minus the number of constant heads."""
+    import torch
+    from conftest import tiny_model_config
+    from headlib import around
+    from headlib.model import Transformer
+    model = Transformer(tiny_model_config(), 12).eval()                 # 2 encoder layers x 4 heads
+    edited = []
+    monkeypatch.setattr(around, "constant_attention", lambda patterns, heads, counts: edited.append(set(heads)) or
+                        (lambda w, layer: w))
+    monkeypatch.setattr(around, "evaluate_bleu", lambda model, bpe, dev: {"bleu": 30.0 - len(edited[-1])})
+    t = around.constant_attention_sweep(model, None, None, {}, full=31.0)
+    assert list(t.columns) == ["what", "layer", "head", "heads", "BLEU", "change"]
+    assert t[["what", "layer", "head", "heads"]].values.tolist() == (
+        [["head", l, h, 1] for l in (1, 2) for h in (1, 2, 3, 4)] + [["layer", 1, 0, 4], ["layer", 2, 0, 4], ["all", 0, 0, 8]])
+    assert edited[:2] == [{(0, 0)}, {(0, 1)}] and edited[8] == {(0, h) for h in range(4)}
+    assert edited[-1] == {(l, h) for l in range(2) for h in range(4)}
+    assert t["BLEU"].tolist() == [29.0] * 8 + [26.0, 26.0, 22.0]
+    assert t["change"].tolist() == [-2.0] * 8 + [-5.0, -5.0, -9.0]
+    assert torch.equal(model.head_mask("enc-self"), torch.ones(2, 4))
+
+
+def test_sweeps_on_a_trained_model(trained_tiny):
+    """Constant attention with each sentence's own pattern (one sentence per length) changes nothing;
+    threshold 0 zeroes nothing and keeps BLEU, a threshold above every weight zeroes every value."""
+    from headlib.around import constant_attention_sweep, quantization_sweep, sparsity_sweep
+    from headlib.data import Corpus
+    from headlib.interventions import Counts, average_patterns
+    from headlib.train import evaluate_bleu
+    from around_helpers import DigitBPE, reverse_corpus
+    model, bpe = trained_tiny, DigitBPE()
+    pool = reverse_corpus(40, seed=5)
+    first = {}
+    for s, t in zip(pool.src, pool.tgt):
+        first.setdefault(len(s.split()), (s, t))
+    dev = Corpus("dev", tuple(s for s, _ in first.values()), tuple(t for _, t in first.values()))
+    assert len(dev) == 4                                                    # lengths 3-6
+    full = evaluate_bleu(model, bpe, dev)["bleu"]
+    counts = Counts()
+    const = constant_attention_sweep(model, bpe, dev, average_patterns(model, bpe, list(dev.src)), full, counts)
+    assert len(const) == 8 + 2 + 1 and (const["BLEU"] == full).all() and (const["change"] == 0).all()
+    assert counts.fallbacks == 0
+    sparse = sparsity_sweep(model, bpe, dev, thresholds=(0.0, 2.0))
+    assert list(sparse.columns) == ["BLEU", "zeroed", "threshold"] and sparse["threshold"].tolist() == [0.0, 2.0]
+    assert sparse["BLEU"][0] == full and sparse["zeroed"].tolist() == [0.0, 1.0]
+    quant = quantization_sweep(model, bpe, dev, bits=(1, 3))
+    assert list(quant.columns) == ["BLEU", "zeroed", "bits"] and quant["bits"].tolist() == [1, 3]
+    assert quant["zeroed"].between(0, 1).all()
+
+
+def _profiles(relevance, own, vocab=100, d_model=32):
+    from headlib.crosslingual import PairProfiles
+    table = lambda r: pd.DataFrame({"layer": [1, 1, 1, 2, 2, 2], "head": [1, 2, 3] * 2, "relevance": r,
+                                    "confidence": [0.5] * 6})
+    return PairProfiles({"ntrex": table(relevance), "own": table(own)}, vocab, {"d_model": d_model})
+
+
+def test_crosslingual_comparison_on_hand_built_profiles():
+    """de's relevance ranks are fr's reversed (rho -1 head by head); de's own test set keeps its NTREX
+    ranking (rho 1), fr's reverses it; top shares per layer: de 0.6, 0.4; fr 0.9/2 = 0.45,
+    0.75/2 = 0.375: both fall from layer 1 to 2 (rho 1)."""
+    import pytest
+    from headlib.crosslingual import compare_profiles
+    de = [0.6, 0.3, 0.1, 0.25, 0.35, 0.4]
+    fr = [1 - r for r in de]
+    cross = compare_profiles({"de": _profiles(de, [2 * r for r in de]), "fr": _profiles(fr, de)})
+    assert cross.agreement[["level", "a", "b"]].values.tolist() == [
+        ["heads, ntrex vs own test set", "de ntrex", "de own"], ["heads, ntrex vs own test set", "fr ntrex", "fr own"],
+        ["layer top share", "de", "fr"], ["heads across pairs", "de", "fr"]]
+    assert cross.agreement["rho"].tolist() == pytest.approx([1.0, -1.0, 1.0, -1.0])
+    assert cross.layers[["model", "layer"]].values.tolist() == [["de", 1], ["de", 2], ["fr", 1], ["fr", 2]]
+    assert cross.layers["top share"].tolist() == pytest.approx([0.6, 0.4, 0.45, 0.375])
+    assert cross.shared_vocab == 100
+    assert compare_profiles({"de": _profiles(de, de), "fr": _profiles(fr, de, vocab=90)}).shared_vocab is None
+    assert compare_profiles({"de": _profiles(de, de), "fr": _profiles(fr, de, d_model=64)}).shared_vocab is None
+
+
+def test_pair_profiles_reads_ntrex_and_as_many_own_test_sentences(monkeypatch):
+    from headlib import crosslingual
+    from headlib.data import load_split
+    calls = []
+    monkeypatch.setattr(crosslingual, "cached_head_profiles",
+                        lambda profile, pair, seed, sets: calls.append((profile, pair, seed, sets)) or pair)
+    ntrex = ["a b", "c d", "e f"]
+    assert crosslingual.pair_profiles("cpu", ["en-de", "en-ru"], 2, ntrex) == {"en-de": "en-de", "en-ru": "en-ru"}
+    assert [c[:3] for c in calls] == [("cpu", "en-de", 2), ("cpu", "en-ru", 2)]
+    assert calls[0][3] == {"ntrex": ntrex, "own": list(load_split("en-de", "test_2016_flickr").src[:3])}
+    assert calls[1][3] == {"ntrex": ntrex, "own": list(load_split("en-ru", "newstest2019-2020").src[:3])}

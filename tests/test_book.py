@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from book_helpers import build_log, smoke_book
-from headlib import book
+from headlib import book, glue_refs
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +43,14 @@ def test_smoke_book_stays_out_of_book_dir(smoke):
 
 
 def test_every_glue_reference_is_defined(smoke):
-    refs = book.glue_references(smoke.out)
-    defined = book.glue_definitions(smoke.out)
+    refs = glue_refs.glue_references(smoke.out)
+    defined = glue_refs.glue_definitions(smoke.out)
     assert any(r.page == "intro" and r.doc == "executed/en-de/seed1/03_data_and_models" for r in refs)
     keys = defined["executed/en-de/seed1/03_data_and_models"]
     for key in ("sec3-corpus-table", "sec3-dev-curve", "sec3-bleu-table", "sec3-en-de-bleu-beam-test_2016_flickr",
                 "sec3-en-de-bleu-greedy-test_2016_flickr", "sec3-en-de-train-minutes", "sec3-quoted-post-bleu"):
         assert key in keys
-    assert book.check_glue(smoke.out) == []
+    assert glue_refs.check_glue(smoke.out) == []
     assert book.check(smoke.out) == []
 
 
@@ -58,7 +58,7 @@ def test_glue_outputs_use_the_papermill_record_mime_prefix(smoke):
     """What myst-nb 1.4's glue(..., display=False) writes, and what glue_definitions relies on."""
     nb = nbformat.read(smoke.results[0].output, as_version=4)
     glued = [o for c in nb.cells for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})]
-    assert glued and all(all(k.startswith(book.GLUE_MIME_PREFIX) for k in o["data"]) for o in glued)
+    assert glued and all(all(k.startswith(glue_refs.GLUE_MIME_PREFIX) for k in o["data"]) for o in glued)
 
 
 def test_glue_check_catches_undefined_keys(smoke, tmp_path):
@@ -73,7 +73,7 @@ def test_glue_check_catches_undefined_keys(smoke, tmp_path):
     nb = nbformat.read(nb_path, as_version=4)
     nb.cells.append(nbformat.v4.new_markdown_cell("Local: {glue:text}`sec3-local-missing:.2f`"))
     nbformat.write(nb, nb_path)
-    problems = book.check_glue(copy)
+    problems = glue_refs.check_glue(copy)
     assert len(problems) == 4, problems
     for missing in ("sec3-no-such-number", "sec3-no-such-table", "en-xx", "sec3-local-missing"):
         assert any(missing in p for p in problems), (missing, problems)

@@ -128,3 +128,26 @@ def test_claims_summary_and_note_on_hand_built_verdicts():
     assert claims_note(["en-de", "en-fr"]) == ""
     assert claims_note([NEWS, TATOEBA]).startswith(f"`{NEWS}` and `{TATOEBA}` are the en-ru models")
     assert claims_note([TATOEBA]).endswith("so C6, C7, C8, C9 are not measured for it.")
+
+
+def test_training_size_counts_pairs_and_english_words(monkeypatch):
+    from headlib import domains
+    corpus = data.Corpus("train", ("a b c", "d  e", "f g h i"), ("x", "y", "z"))
+    monkeypatch.setattr(domains, "load_split", lambda pair, split: corpus if (pair, split) == (NEWS, "train") else None)
+    assert domains.training_size(NEWS) == (3, 3.0)                    # 3 + 2 + 4 words over 3 sentences
+
+
+def test_function_counts_of_a_domain_model():
+    from headlib.domains import function_counts
+    rare = {"layer": 1, "head": 2, "rarest": 0.4, "top2": 0.7}
+    d = {"positional": [{"layer": 1, "head": 1}, {"layer": 2, "head": 3}],
+         "syntactic": [{"relation": r, "syntactic": s} for r, s in (("nsubj", True), ("dobj", False), ("amod", True))],
+         "rare": rare}
+    assert function_counts(d) == (2, 2, 3, rare)
+    assert function_counts(d).relations == 3
+
+
+def test_the_papers_en_ru_models_and_our_dev_set_name():
+    from headlib.domains import paper_models
+    assert paper_models() == "29.6 WMT, 32.4 OpenSubtitles, with 2.5M and 6M pairs"    # Sec. 3 of the paper
+    assert {o.split("-")[0] for o in data.load_split("en-ru", "dev").origin} == {data.ENRU_DEV}

@@ -177,3 +177,81 @@ def test_mean_open_layer_weights_layers_by_open_heads_over_partly_pruned_points(
             {"retained": {"dec-enc": 0}, "per_layer": {"dec-enc": [0, 0]}}]       # all closed: left out
     assert mean_open_layer(rows, "dec-enc", 8) == pytest.approx(11 / 6)
     assert math.isnan(mean_open_layer(rows[:1], "dec-enc", 8))
+
+
+def _point(lam, mask, bleu):
+    return {"lam": lam, "mask": mask, "test_beam": bleu}
+
+
+def test_pruned_points_meet_the_from_scratch_run_of_their_mask():
+    """All-kinds points match a run trained with their mask however it was written (an encoder-only
+    spec for a point that closed only encoder heads); a point with no run gets NaN; several points
+    with one mask all meet its run (the all-attention table, one row per point)."""
+    from headlib.sweep import pruned_vs_scratch
+    on = "dec-self:11/11,dec-enc:11/11"
+    rows = [_point(0.01, f"enc-self:11/11,{on}", 30.0),                     # nothing closed: no run
+            _point(0.1, f"enc-self:10/01,{on}", 29.0),
+            _point(0.2, "enc-self:10/01,dec-self:10/11,dec-enc:11/11", 28.0),   # same encoder, not the same model
+            _point(0.5, f"enc-self:10/01,{on}", 27.5)]
+    scratch = [{"mask": "enc-self:10/01", "test_beam": 28.5, "device": "cpu"},
+               {"mask": "enc-self:10/01,dec-self:10/11", "test_beam": 28.25, "device": "gpu"}]
+    t = pruned_vs_scratch(rows, scratch)
+    assert list(t.columns) == ["mask", "lambda", "pruned", "from scratch", "pruned - scratch", "scratch device"]
+    assert t["lambda"].tolist() == [0.01, 0.1, 0.2, 0.5] and t["pruned"].tolist() == [30.0, 29.0, 28.0, 27.5]
+    assert t["mask"].tolist() == ["", "enc-self:10/01", "enc-self:10/01,dec-self:10/11", "enc-self:10/01"]
+    assert math.isnan(t["from scratch"][0]) and math.isnan(t["pruned - scratch"][0]) and pd.isna(t["scratch device"][0])
+    assert t["from scratch"][1:].tolist() == [28.5, 28.25, 28.5]
+    assert t["pruned - scratch"][1:].tolist() == pytest.approx([0.5, -0.25, -1.0])
+    assert t["scratch device"][1:].tolist() == ["cpu", "gpu", "cpu"]
+
+
+def test_scratch_table_puts_each_run_beside_the_first_point_with_its_mask():
+    """The encoder page: one row per run in the runs' order, the first point (in the sweep's order)
+    with its mask; a run no point has the mask of is an error."""
+    from headlib.sweep import scratch_table
+    on = "dec-self:11/11,dec-enc:11/11"
+    rows = [_point(0.01, f"enc-self:11/10,{on}", 30.0), _point(0.1, f"enc-self:10/00,{on}", 29.0),
+            _point(0.2, f"enc-self:10/00,{on}", 28.0)]
+    scratch = [{"mask": "enc-self:10/00", "retained": {"enc-self": 1}, "test_beam": 28.5, "device": "cpu"},
+               {"mask": "enc-self:11/10", "retained": {"enc-self": 3}, "test_beam": 30.5, "device": "gpu"}]
+    t = scratch_table(rows, scratch)
+    assert list(t.columns) == ["encoder heads", "lambda", "pruned", "from scratch", "pruned - scratch", "scratch device"]
+    assert t.values.tolist() == [[1, 0.1, 29.0, 28.5, 0.5, "cpu"], [3, 0.01, 30.0, 30.5, -0.5, "gpu"]]
+    with pytest.raises(ValueError, match="enc-self:01/00"):
+        scratch_table(rows, [{"mask": "enc-self:01/00", "retained": {"enc-self": 1}, "test_beam": 1.0, "device": "cpu"}])
+
+
+def test_method_comparison_picks_each_methods_point_per_head_count():
+    """At each k: Hard Concrete's first point with exactly k heads (none at k=1), DSP, the fixed masks
+    asked for (fine-tuned through the callback, random draws named "random"), and the from-scratch
+    runs with k encoder heads and every decoder head; the table shows means, and mean ± std for the
+    random draws."""
+    from headlib.sweep import method_comparison, method_table
+    measures = pd.DataFrame({"layer": [1, 1, 2, 2], "head": [1, 2, 1, 2], "confidence": [0.9, 0.1, 0.2, 0.8],
+                             "LRP": [0.1, 0.9, 0.8, 0.2], "gradient (Michel)": [0.5, 0.6, 0.7, 0.1]})
+    bleu = {"random-s1": 20.0, "random-s2": 22.0, "confidence": 25.0, "lrp": 26.0, "michel": 27.0}
+    asked = []
+
+    def fine_tune(**kw):
+        asked.append((kw["label"], kw["mask"]))
+        return {"test_beam": bleu[kw["label"]], "device": "cpu"}
+
+    hc = [{"lam": 0.01, "retained": {"enc-self": 2}, "test_beam": 24.0, "device": "gpu"},
+          {"lam": 0.02, "retained": {"enc-self": 2}, "test_beam": 23.0, "device": "gpu"}]
+    dsp = {1: {"test_beam": 18.0, "device": "cpu"}, 2: {"test_beam": 21.0, "device": "cpu"}}
+    scratch = [{"retained": {"enc-self": 2, "dec-self": 4, "dec-enc": 4}, "test_beam": 28.0, "device": "gpu"},
+               {"retained": {"enc-self": 2, "dec-self": 3, "dec-enc": 4}, "test_beam": 1.0, "device": "gpu"}]
+    t = method_comparison([2, 1], hc, dsp, fine_tune, measures, ["random", "confidence", "michel"], (1, 2), scratch, 4)
+    assert t.values.tolist() == [
+        [2, "Hard Concrete", 24.0, "gpu"], [2, "DSP", 21.0, "cpu"], [2, "random", 20.0, "cpu"],
+        [2, "random", 22.0, "cpu"], [2, "confidence", 25.0, "cpu"], [2, "gradient (Michel)", 27.0, "cpu"],
+        [2, "from scratch", 28.0, "gpu"], [1, "DSP", 18.0, "cpu"], [1, "random", 20.0, "cpu"],
+        [1, "random", 22.0, "cpu"], [1, "confidence", 25.0, "cpu"], [1, "gradient (Michel)", 27.0, "cpu"]]
+    # each measure's masks keep its top heads: confidence 1.1, 2.2 at k=2 and 1.1 at k=1; gradient 2.1, 1.2 and 2.1
+    assert [m for label, m in asked if label == "confidence"] == ["enc-self:10/01", "enc-self:10/00"]
+    assert [m for label, m in asked if label == "michel"] == ["enc-self:01/10", "enc-self:00/10"]
+    table = method_table(t)
+    assert list(table.index) == ["Hard Concrete", "DSP", "random", "confidence", "gradient (Michel)", "from scratch"]
+    assert list(table.columns) == ["1 heads", "2 heads"]
+    assert table.loc["random", "2 heads"] == "21.00 ± 1.41 (n=2)" and table.loc["DSP", "1 heads"] == "18.00"
+    assert table.loc["Hard Concrete", "1 heads"] == "" and table.loc["from scratch", "2 heads"] == "28.00"
