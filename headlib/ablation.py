@@ -110,3 +110,13 @@ def head_types(maps: list[dict[str, torch.Tensor]], theta: float = 0.5) -> pd.Da
                 rows.append({"kind": kind, "layer": l + 1, "head": h + 1, "type": top,
                              "share": count / len(maps), **mass.to_dict()})
     return pd.DataFrame(rows)
+
+
+def change_by_type(ablation: pd.DataFrame) -> pd.DataFrame:
+    """The mean BLEU change of removing a head, by pattern type (rows) and attention kind (columns),
+    as text "mean (n heads)", empty where a kind has no head of that type. `ablation`: one row per
+    head with "kind", "type" and "change" (`single_head_ablation` merged with `head_types`)."""
+    mean = ablation.pivot_table(index="type", columns="kind", values="change", aggfunc="mean")    # (types, kinds)
+    count = ablation.pivot_table(index="type", columns="kind", values="change", aggfunc="size")   # (types, kinds)
+    table = mean.round(2).astype(str) + " (" + count.fillna(0).astype(int).astype(str) + " heads)"
+    return table.where(count.notna(), "")

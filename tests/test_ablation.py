@@ -57,3 +57,16 @@ def test_head_types_take_the_most_frequent_type_and_its_share():
     table = head_types(maps)
     assert table[["layer", "head", "type"]].values.tolist() == [[1, 1, "diagonal"], [1, 2, "diagonal"]]
     assert table["share"].tolist() == [0.6, 0.6]
+
+
+def test_change_by_type_averages_each_kinds_heads_of_a_type():
+    import pandas as pd
+    from headlib.ablation import change_by_type
+    ablation = pd.DataFrame({"kind": ["enc-self", "enc-self", "enc-self", "dec-enc"],
+                             "type": ["diagonal", "diagonal", "vertical", "vertical"],
+                             "change": [-0.5, 0.2, 1.0, -2.0]})
+    table = change_by_type(ablation)
+    assert table.loc["diagonal", "enc-self"] == "-0.15 (2 heads)"     # (-0.5 + 0.2) / 2
+    assert table.loc["vertical", "enc-self"] == "1.0 (1 heads)"
+    assert table.loc["vertical", "dec-enc"] == "-2.0 (1 heads)"
+    assert table.loc["diagonal", "dec-enc"] == ""                     # no diagonal head in dec-enc
