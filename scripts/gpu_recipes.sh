@@ -14,6 +14,7 @@ FAST="train.fused_loss=true model.dropout_masks=int16 train.max_minutes=0"
 # name | overrides (2,810 updates of <= 4,096 tokens ~ 10.0M tokens; 5,620 of <= 2,048)
 RECIPES=${RECIPES:-"committed|train.max_steps=2810
 lr1.5e-3|train.max_steps=2810 train.lr=1.5e-3
+lr2e-3|train.max_steps=2810 train.lr=2e-3
 lr2e-3-warm800|train.max_steps=2810 train.lr=2e-3 train.warmup=800
 dropout0.3|train.max_steps=2810 model.dropout=0.3
 dropout0.1|train.max_steps=2810 model.dropout=0.1
