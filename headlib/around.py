@@ -21,10 +21,11 @@ BITS = (1, 2, 3, 4)                                          # A3: log quantizat
 
 def constant_attention_sweep(model, bpe, dev, patterns, full: float, counts: Counts | None = None) -> pd.DataFrame:
     """A2: greedy BLEU on `dev` with encoder heads made constant (`interventions.constant_attention`
-    with the average `patterns`, {source length S: (L, H, S, S)}), one row per setting, in this order: each head alone ("what" "head",
-    1-based "layer" and "head", 1 head), each layer's heads together ("layer", head 0), and every head
-    ("all", layer 0, head 0); "heads" counts the constant heads, "change" is BLEU minus `full`, the
-    intact model's. `counts` gathers the sentences whose length no training sentence had."""
+    with the average `patterns`, {source length S: (L, H, S, S)}), one row per setting, in this
+    order: each head alone ("what" "head", 1-based "layer" and "head", 1 head), each layer's heads
+    together ("layer", head 0), and every head ("all", layer 0, head 0); "heads" counts the constant
+    heads, "change" is BLEU minus `full`, the intact model's. `counts` gathers the sentences whose
+    length no training sentence had."""
     L, H = model.head_mask("enc-self").shape              # encoder layers, heads per layer
 
     def bleu(heads: set[tuple[int, int]]) -> float:   # 0-based (layer, head)
@@ -41,10 +42,10 @@ def constant_attention_sweep(model, bpe, dev, patterns, full: float, counts: Cou
 
 
 def edit_sweep(model, bpe, dev, edits, name: str) -> pd.DataFrame:
-    """Greedy BLEU on `dev` with each edit of `edits` ((setting, make) pairs; make(counts) returns the
-    edit, fn(weights (B, H, Tq, Tk), layer) -> weights) applied to every head of all three attention kinds; one row per setting, in order: "BLEU",
-    "zeroed" (the share of real attention values the edit set to zero, `Counts.zeroed_fraction`) and
-    `name` (the setting)."""
+    """Greedy BLEU on `dev` with each edit of `edits` applied to every head of all three attention
+    kinds. `edits`: (setting, make) pairs, where make(counts) returns the edit, fn(weights (B, H, Tq,
+    Tk), layer) -> weights. One row per setting, in order: "BLEU", "zeroed" (the share of real
+    attention values the edit set to zero, `Counts.zeroed_fraction`) and `name` (the setting)."""
     rows = []
     for setting, make in edits:
         counts = Counts()
