@@ -274,7 +274,7 @@ def execute(task: Task, source: Path, output: Path, progress: bool = True, log_o
                 f"{task.label} failed in cell {e.cell_index} (execution count {e.exec_count}) of "
                 f"{_rel(source)}:\n\n{e.source}\n\n{trace}\n\n{e.ename}: {e.evalue}\n"
                 f"({kept}; the failed execution is in {_rel(failed)})") from None
-        nb = nbformat.read(str(tmp), as_version=4)
+        nb = read_notebook(tmp)
         meta = nb.metadata.get("papermill", {})   # no temporary or machine-specific paths in the book
         meta["input_path"], meta["output_path"] = _rel(source), _rel(output)
         for cell in nb.cells:   # the page shows its parameters in prose; hide papermill's cell too

@@ -35,6 +35,7 @@ from .heads import (confidence, encoder_attention, head_functions, importance_ta
 from .lrp import head_relevance
 from .results import results_dir
 from .seeds import structure_agreement
+from .stats import mean_words
 from .train import encode_corpus, evaluate_bleu, trained_model
 
 NEWS, TATOEBA = "en-ru.news", "en-ru.tatoeba"
@@ -136,10 +137,9 @@ def shared_sources(pair: str, split: str) -> float:
 
 
 def training_size(pair: str) -> tuple[int, float]:
-    """(training pairs, mean English words per training sentence) of a pair; words are what
-    `str.split` separates."""
+    """(training pairs, mean English words per training sentence: `stats.mean_words`) of a pair."""
     train = load_split(pair, "train")
-    return len(train), sum(len(s.split()) for s in train.src) / len(train)
+    return len(train), mean_words(train.src)
 
 
 class FunctionCounts(NamedTuple):

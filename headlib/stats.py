@@ -48,6 +48,11 @@ def _mean(xs) -> float:
     return float(sum(xs) / len(xs)) if len(xs) else 0.0
 
 
+def mean_words(sentences) -> float:
+    """Mean words (whitespace tokens) per sentence; 0 for none."""
+    return _mean([len(s.split()) for s in sentences])
+
+
 def corpus_stats(pair: str, bpe) -> pd.DataFrame:
     """One row per split of `pair`: sentence pairs, mean words (whitespace tokens) and mean BPE
     pieces per sentence on each side, and the size of the (joint) BPE vocabulary."""
@@ -56,8 +61,8 @@ def corpus_stats(pair: str, bpe) -> pd.DataFrame:
         c = load_split(pair, split)
         rows.append({
             "pair": pair, "split": split, "pairs": len(c),
-            "words (src)": _mean([len(s.split()) for s in c.src]),
-            "words (tgt)": _mean([len(t.split()) for t in c.tgt]),
+            "words (src)": mean_words(c.src),
+            "words (tgt)": mean_words(c.tgt),
             "BPE pieces (src)": _mean([len(ids) for ids in bpe.encode_batch(c.src)]),
             "BPE pieces (tgt)": _mean([len(ids) for ids in bpe.encode_batch(c.tgt)]),
             "BPE vocab": bpe.vocab_size,

@@ -108,4 +108,3 @@ def test_a_field_added_later_keeps_old_run_hashes_at_its_default(key):
 
 def test_every_later_field_has_another_value_to_test():
     assert set(OTHER_VALUES) == set(UNHASHED_DEFAULTS)
-
