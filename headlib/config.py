@@ -56,8 +56,10 @@ class TrainConfig:
     seed: int = 1
     max_tokens: int = 4096        # target tokens per micro-batch (padded)
     accum: int = 1                # micro-batches per update
-    lr: float = 1e-3              # peak learning rate of the inverse-sqrt schedule
-    warmup: int = 4000            # inverse-sqrt warmup steps (official scripts: 16000)
+    lr: float = 1e-3              # peak learning rate of the schedule
+    warmup: int = 4000            # linear warmup steps (official scripts: 16000)
+    schedule: str = "inverse_sqrt"  # "inverse_sqrt" (App. B.3) or "linear": after warmup, linear decay
+                                    # to 0 at max_steps, for runs whose budget is known (Li et al. 2020)
     betas: tuple[float, float] = (0.9, 0.98)  # Adam (App. B.3)
     adam_eps: float = 1e-9                    # Adam (App. B.3)
     label_smoothing: float = 0.1  # App. B.3
@@ -79,7 +81,8 @@ class TrainConfig:
 
 # Fields added after runs were committed, left out of the run hash at these values.
 UNHASHED_DEFAULTS = {"model.head_mask": "", "model.positions": "interleaved", "data.test_limit": 0,
-                     "model.dropout_masks": "float32", "train.fused_loss": False}
+                     "model.dropout_masks": "float32", "train.fused_loss": False,
+                     "train.schedule": "inverse_sqrt"}
 
 
 def without_later_defaults(config: dict) -> dict:
@@ -205,6 +208,8 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"model.norm must be 'pre' or 'post', got {m.norm!r}")
     if m.positions not in ("interleaved", "halves"):
         raise ValueError(f"model.positions must be 'interleaved' or 'halves', got {m.positions!r}")
+    if cfg.train.schedule not in ("inverse_sqrt", "linear"):
+        raise ValueError(f"train.schedule must be 'inverse_sqrt' or 'linear', got {cfg.train.schedule!r}")
     if m.activation not in ("relu", "swish"):
         raise ValueError(f"model.activation must be 'relu' or 'swish', got {m.activation!r}")
     if m.head_mask:

@@ -67,9 +67,14 @@ def run_dir(cfg: Config) -> Path:
 
 
 def lr_at(step: int, cfg: Config) -> float:
-    """Inverse-sqrt schedule (App. B.3): linear warmup to `lr`, then lr * sqrt(warmup / step)."""
-    step = max(step, 1)
-    return cfg.train.lr * min(step / cfg.train.warmup, math.sqrt(cfg.train.warmup / step))
+    """Linear warmup to `lr`, then the inverse-sqrt decay lr * sqrt(warmup / step) (App. B.3) or,
+    with ``train.schedule=linear``, a linear decay that reaches 0 at `max_steps`."""
+    t, step = cfg.train, max(step, 1)
+    if step < t.warmup:
+        return t.lr * step / t.warmup
+    if t.schedule == "linear":
+        return t.lr * max(t.max_steps - step, 0) / max(t.max_steps - t.warmup, 1)
+    return t.lr * math.sqrt(t.warmup / step)
 
 
 def device() -> torch.device:

@@ -93,7 +93,7 @@ def test_config_is_frozen():
 
 
 OTHER_VALUES = {"model.head_mask": "enc-self:1011/0001", "model.positions": "halves", "data.test_limit": 5,
-                "model.dropout_masks": "int16", "train.fused_loss": True}
+                "model.dropout_masks": "int16", "train.fused_loss": True, "train.schedule": "linear"}
 
 
 @pytest.mark.parametrize("key", sorted(UNHASHED_DEFAULTS))

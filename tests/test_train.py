@@ -236,6 +236,16 @@ def test_lr_schedule():
     assert lr_at(40, cfg) == pytest.approx(1e-3 * 0.5)                         # 1/sqrt decay
 
 
+def test_linear_schedule_decays_to_zero_at_max_steps():
+    cfg = get_config("smoke", ["train.lr=1e-3", "train.warmup=10", "train.max_steps=30", "train.schedule=linear"])
+    assert lr_at(5, cfg) == pytest.approx(0.5e-3)                              # the same warmup
+    assert lr_at(10, cfg) == pytest.approx(1e-3)                               # peak
+    assert lr_at(20, cfg) == pytest.approx(0.5e-3)                             # half-way from peak to the end
+    assert lr_at(30, cfg) == 0.0 and lr_at(35, cfg) == 0.0
+    with pytest.raises(ValueError, match="train.schedule"):
+        get_config("smoke", ["train.schedule=cosine"])
+
+
 def test_token_loss_equals_mean_of_per_token_losses():
     torch.manual_seed(0)
     model = Transformer(tiny_model_config(), 20).eval()
