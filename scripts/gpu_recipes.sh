@@ -16,6 +16,8 @@ RECIPES=${RECIPES:-"committed|train.max_steps=2810
 lr1.5e-3|train.max_steps=2810 train.lr=1.5e-3
 lr2e-3|train.max_steps=2810 train.lr=2e-3
 lr2e-3-warm800|train.max_steps=2810 train.lr=2e-3 train.warmup=800
+linear-lr2e-3|train.max_steps=2810 train.lr=2e-3 train.schedule=linear
+linear-lr3e-3|train.max_steps=2810 train.lr=3e-3 train.schedule=linear
 dropout0.3|train.max_steps=2810 model.dropout=0.3
 dropout0.1|train.max_steps=2810 model.dropout=0.1
 warm200|train.max_steps=2810 train.warmup=200
