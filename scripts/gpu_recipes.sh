@@ -18,6 +18,8 @@ lr2e-3|train.max_steps=2810 train.lr=2e-3
 lr2e-3-warm800|train.max_steps=2810 train.lr=2e-3 train.warmup=800
 linear-lr2e-3|train.max_steps=2810 train.lr=2e-3 train.schedule=linear
 linear-lr3e-3|train.max_steps=2810 train.lr=3e-3 train.schedule=linear
+linear-tok2048|train.max_steps=5620 train.max_tokens=2048 train.warmup=800 train.eval_every=400 train.lr=2e-3 train.schedule=linear
+linear-tok1024|train.max_steps=11240 train.max_tokens=1024 train.warmup=1600 train.eval_every=800 train.lr=2e-3 train.schedule=linear
 dropout0.3|train.max_steps=2810 model.dropout=0.3
 dropout0.1|train.max_steps=2810 model.dropout=0.1
 warm200|train.max_steps=2810 train.warmup=200
