@@ -10,6 +10,10 @@ full (B, T, V) logits, as before `headlib.lrp.top1_start` (the same relevances, 
 per-step relevance with the batch's T backward passes done as one vectorised backward
 (`torch.autograd.grad(..., is_grads_batched=True)`, `batched_steps` below; the same relevances,
 checked), the obvious way to cut the per-step cost.
+
+It also counts the floating-point operations of each (`torch.utils.flop_counter`), and estimates
+the floor of any exact per-step LRP done with backward passes (`per_step_floor`), to say whether the
+time ratio is overhead or arithmetic.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from unittest.mock import patch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from headlib.batching import source_tensor  # noqa: E402
 from headlib.data import analysis_sentences  # noqa: E402
@@ -47,6 +52,41 @@ def batched_steps(model, src, tgt_in, tgt_out):
     return total, int(valid.sum())
 
 
+def flops(fn) -> int:
+    """Floating-point operations of the matrix products fn() runs (forward and backward)."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def forward_backward(model, batches):
+    """One teacher-forced forward+backward of the training loss over every batch."""
+    for src, tgt_in, tgt_out in batches:
+        model.zero_grad(set_to_none=True)
+        loss, _ = token_loss(model, src, tgt_in, tgt_out, 0.0)
+        loss.backward()
+
+
+def per_step_floor(model, src, tgt_in) -> int:
+    """Estimated fewest FLOPs of exact per-step relevance by backward passes, for one unpadded
+    sentence (B = 1).
+
+    One forward pass (with the (V, D) output projection, for the argmax), then per target step t
+    of T an input-gradient backward pass, which costs what the forward pass of the same products
+    costs: through every encoder layer above the first (layer 0's heads are reached at its output
+    projection) and through the decoder at positions <= t only (t/T of its forward: the ideal
+    causal truncation). Weight gradients, padding and per-op overhead are left out. An estimate, not
+    a bound: t/T over-counts the decoder's self-attention products (they shrink as (t/T)^2) and
+    under-counts its projections of the encoder output (needed at every step); both are a few
+    percent of a step's products at the cpu profile's sizes.
+    """
+    T, L = tgt_in.size(1), len(model.encoder)
+    whole = flops(lambda: model.logits(model(src, tgt_in, hidden_only=True)))
+    encoder = flops(lambda: model.encode(src))
+    decoder = flops(lambda: model(src, tgt_in, hidden_only=True)) - encoder
+    return whole + T * encoder * (L - 1) // L + decoder * (T + 1) // 2
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkpoint", required=True, help="final.pt of a trained run")
@@ -64,11 +104,9 @@ def main(argv=None) -> int:
         src = source_tensor([ids[i] for i in order[k:k + args.batch_size]])
         batches.append((src, *own_translations(model, src)))
 
+    forward_backward(model, batches)   # warm-up: oneDNN creates its kernels per shape on first use
     t0 = time.perf_counter()
-    for src, tgt_in, tgt_out in batches:
-        model.zero_grad(set_to_none=True)
-        loss, _ = token_loss(model, src, tgt_in, tgt_out, 0.0)
-        loss.backward()
+    forward_backward(model, batches)
     fwd_bwd = time.perf_counter() - t0
 
     relevance, seconds = {}, {}
@@ -94,6 +132,17 @@ def main(argv=None) -> int:
     seconds["batched"] = time.perf_counter() - t0
     assert torch.allclose(total / steps, relevance["step"].view_as(total).double(), atol=1e-5)
 
+    # Arithmetic, counted after the timings (the counter slows what it counts).
+    gflops = {"forward+backward": flops(lambda: forward_backward(model, batches))}
+    for normalize in NORMALIZE:
+        gflops[normalize] = flops(lambda: [head_relevance_batch(model, *b, normalize=normalize) for b in batches])
+    unpadded = [(src[i:i + 1, :int(src[i].ne(PAD_ID).sum())], tgt_in[i:i + 1, :int(tgt_out[i].ne(PAD_ID).sum())],
+                 tgt_out[i:i + 1, :int(tgt_out[i].ne(PAD_ID).sum())])
+                for src, tgt_in, tgt_out in batches for i in range(src.size(0))]
+    gflops["per-step floor"] = sum(per_step_floor(model, src, tgt_in) for src, tgt_in, _ in unpadded)
+    gflops["forward+backward unpadded"] = flops(lambda: forward_backward(model, unpadded))
+    gflops = {k: v / 1e9 for k, v in gflops.items()}
+
     from scipy.stats import spearmanr
     rho = float(spearmanr(relevance["step"], relevance["sentence"]).statistic)
     mean_len = steps / len(ids)
@@ -107,6 +156,10 @@ def main(argv=None) -> int:
               "lrp_sentence_normalized_seconds": round(seconds["sentence"], 2),
               "ratio_sentence_normalized": round(seconds["sentence"] / fwd_bwd, 2),
               "spearman_step_vs_sentence": round(rho, 3), "threads": torch.get_num_threads(),
+              "gflops": {k: round(v, 1) for k, v in gflops.items()},
+              "flops_ratio": round(gflops["step"] / gflops["forward+backward"], 2),
+              "flops_ratio_sentence_normalized": round(gflops["sentence"] / gflops["forward+backward"], 2),
+              "flops_ratio_per_step_floor": round(gflops["per-step floor"] / gflops["forward+backward unpadded"], 2),
               "checkpoint": args.checkpoint, "pair": args.pair, "machine": machine()}
     print(f"{len(ids)} sentences, {steps} target steps ({mean_len:.1f} per sentence)")
     print(f"teacher-forced forward+backward: {fwd_bwd:.1f} s")
@@ -118,6 +171,11 @@ def main(argv=None) -> int:
           f"({seconds['batched'] / fwd_bwd:.1f}x)")
     print(f"LRP, normalised per sentence (one backward per batch): {seconds['sentence']:.1f} s "
           f"({seconds['sentence'] / fwd_bwd:.1f}x); rank correlation with per step {rho:.3f}")
+    print(f"FLOPs: forward+backward {gflops['forward+backward']:.0f} G; LRP per step {gflops['step']:.0f} G "
+          f"({result['flops_ratio']:.1f}x), per sentence {gflops['sentence']:.0f} G "
+          f"({result['flops_ratio_sentence_normalized']:.2f}x)")
+    print(f"  floor of exact per-step LRP by backward passes (no padding, ideal causal truncation): "
+          f"{result['flops_ratio_per_step_floor']:.1f}x an unpadded forward+backward")
     if args.json:
         write_json(args.json, result)
     return 0
