@@ -3,8 +3,10 @@
     python benchmarks/lrp_speed.py --checkpoint artifacts/runs/<run>/final.pt [--sentences 500]
 
 All run over the same held-out sentences, teacher-forced on the model's own greedy translations
-(decoded once beforehand, not timed), in fp32, in one process. Prints seconds and the ratios of
-both normalizations (per step, the paper's; per sentence, one backward per batch) and the rank
+(decoded once beforehand, not timed), in fp32, in one process, in batches of similar translation
+length as `head_relevance` makes them (per-step LRP also in batches of similar source length, as
+before `headlib.lrp.teacher_forcing_batches`). Prints seconds and the ratios of both
+normalizations (per step, the paper's; per sentence, one backward per batch) and the rank
 correlation of the two head rankings; and the per-step time with the top-1 logits taken from the
 full (B, T, V) logits, as before `headlib.lrp.top1_start` (the same relevances, checked); and the
 per-step relevance with the batch's T backward passes done as one vectorised backward
@@ -34,7 +36,7 @@ from headlib.files import write_json  # noqa: E402
 from headlib import lrp  # noqa: E402
 from headlib.bpe import PAD_ID  # noqa: E402
 from headlib.lrp import (NORMALIZE, _layer_normalized, capture_heads, conservative, head_relevance_batch,  # noqa: E402
-                         own_translations, top1_start)
+                         own_translations, teacher_forcing_batches, top1_start)
 from headlib.train import load_model, machine, token_loss  # noqa: E402
 
 
@@ -97,12 +99,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     model, bpe, _ = load_model(args.checkpoint)
-    ids = bpe.encode_batch(analysis_sentences(args.pair, args.sentences))
+    sentences = analysis_sentences(args.pair, args.sentences)
+    batches = teacher_forcing_batches(model, bpe, sentences, args.batch_size)   # by translation length
+    ids = bpe.encode_batch(sentences)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    batches = []
+    by_source = []   # before teacher_forcing_batches: the batches of similar source length
     for k in range(0, len(order), args.batch_size):
         src = source_tensor([ids[i] for i in order[k:k + args.batch_size]])
-        batches.append((src, *own_translations(model, src)))
+        by_source.append((src, *own_translations(model, src)))
 
     forward_backward(model, batches)   # warm-up: oneDNN creates its kernels per shape on first use
     t0 = time.perf_counter()
@@ -118,6 +122,11 @@ def main(argv=None) -> int:
             total, steps = total + t, steps + n
         seconds[normalize] = time.perf_counter() - t0
         relevance[normalize] = (total / steps).flatten()
+
+    t0 = time.perf_counter()
+    total = sum(head_relevance_batch(model, *batch)[0] for batch in by_source)
+    seconds["by source"] = time.perf_counter() - t0
+    assert torch.allclose(total / steps, relevance["step"].view_as(total).double(), atol=1e-5)
 
     # Before top1_start: each step's backward pass went through the (V, D) output projection.
     full_logits = lambda model, src, tgt_in: lrp.top1_logits(model(src, tgt_in).float())  # noqa: E731
@@ -149,6 +158,8 @@ def main(argv=None) -> int:
     result = {"sentences": len(ids), "target_steps": steps, "mean_target_length": round(mean_len, 1),
               "forward_backward_seconds": round(fwd_bwd, 2), "lrp_seconds": round(seconds["step"], 2),
               "ratio": round(seconds["step"] / fwd_bwd, 2),
+              "lrp_by_source_length_seconds": round(seconds["by source"], 2),
+              "ratio_by_source_length": round(seconds["by source"] / fwd_bwd, 2),
               "lrp_full_logits_seconds": round(seconds["full logits"], 2),
               "ratio_full_logits": round(seconds["full logits"] / fwd_bwd, 2),
               "lrp_batched_backward_seconds": round(seconds["batched"], 2),
@@ -165,6 +176,8 @@ def main(argv=None) -> int:
     print(f"teacher-forced forward+backward: {fwd_bwd:.1f} s")
     print(f"LRP, normalised per step (one backward per target step): {seconds['step']:.1f} s "
           f"({seconds['step'] / fwd_bwd:.1f}x)")
+    print(f"  the same in batches of similar source length (before teacher_forcing_batches): "
+          f"{seconds['by source']:.1f} s ({seconds['by source'] / fwd_bwd:.1f}x)")
     print(f"  the same with the top-1 logits from the full logits (before top1_start): {seconds['full logits']:.1f} s "
           f"({seconds['full logits'] / fwd_bwd:.1f}x)")
     print(f"  the same with each batch's backward passes vectorised (is_grads_batched): {seconds['batched']:.1f} s "

@@ -199,27 +199,44 @@ def head_relevance_batch(model, src, tgt_in, tgt_out, rule: str = "conservative"
 @torch.no_grad()
 def own_translations(model, src: torch.Tensor):
     """Teacher-forcing inputs for the model's own greedy translation of `src`."""
-    hyps = greedy(model, src)
-    tgt_in = pad([[BOS_ID] + h for h in hyps])
-    tgt_out = pad([h + [EOS_ID] for h in hyps])
-    return tgt_in, tgt_out
+    return _teacher_forcing(greedy(model, src))
+
+
+def _teacher_forcing(hyps: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """tgt_in (B, T) = BOS + hypothesis, tgt_out (B, T) = hypothesis + EOS, right-padded."""
+    return pad([[BOS_ID] + h for h in hyps]), pad([h + [EOS_ID] for h in hyps])
+
+
+@torch.no_grad()
+def teacher_forcing_batches(model, bpe, sentences, batch_size: int = 32) -> list[tuple]:
+    """(src, tgt_in, tgt_out) batches of `sentences`, teacher-forced on the model's own greedy
+    translations (decoded in batches of similar source length), grouped by translation length.
+
+    Per-step relevance runs one backward pass per step of a batch's longest translation, over
+    every row of the batch; rows of equal translation length waste none of them
+    (`benchmarks/lrp_speed.py` times both groupings)."""
+    ids = bpe.encode_batch(sentences)
+    by_source = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    hyps = {}
+    for k in range(0, len(by_source), batch_size):
+        idx = by_source[k:k + batch_size]
+        hyps.update(zip(idx, greedy(model, source_tensor([ids[i] for i in idx]))))
+    by_target = sorted(hyps, key=lambda i: (len(hyps[i]), len(ids[i])))
+    return [(source_tensor([ids[i] for i in idx]), *_teacher_forcing([hyps[i] for i in idx]))
+            for idx in (by_target[k:k + batch_size] for k in range(0, len(by_target), batch_size))]
 
 
 def head_relevance(model, bpe, sentences, rule: str = "conservative", batch_size: int = 32,
                    progress: bool = False, normalize: str = "step") -> tuple[torch.Tensor, int]:
     """Encoder head relevance (layers, heads) averaged over all generation steps of `sentences`,
     and the number of steps."""
-    ids = bpe.encode_batch(sentences)
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    chunks = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    batches = teacher_forcing_batches(model, bpe, sentences, batch_size)
     if progress:
         from tqdm.auto import tqdm
-        chunks = tqdm(chunks, desc="LRP", leave=False)
+        batches = tqdm(batches, desc="LRP", leave=False)
     total, steps = 0.0, 0
-    for idx in chunks:
-        src = source_tensor([ids[i] for i in idx])
-        tgt_in, tgt_out = own_translations(model, src)
-        t, n = head_relevance_batch(model, src, tgt_in, tgt_out, rule, normalize)
+    for batch in batches:
+        t, n = head_relevance_batch(model, *batch, rule, normalize)
         total, steps = total + t, steps + n
     return (total / max(steps, 1)).float(), steps
 
