@@ -69,6 +69,14 @@ def forward_backward(model, batches):
         loss.backward()
 
 
+def unpadded(batches):
+    """Every sentence of `batches` alone and without padding: (src, tgt_in, tgt_out), B = 1."""
+    for src, tgt_in, tgt_out in batches:
+        for s, ti, to in zip(src, tgt_in, tgt_out):
+            n, m = int(s.ne(PAD_ID).sum()), int(to.ne(PAD_ID).sum())
+            yield s[None, :n], ti[None, :m], to[None, :m]
+
+
 def per_step_floor(model, src, tgt_in) -> int:
     """Estimated fewest FLOPs of exact per-step relevance by backward passes, for one unpadded
     sentence (B = 1).
@@ -145,11 +153,9 @@ def main(argv=None) -> int:
     gflops = {"forward+backward": flops(lambda: forward_backward(model, batches))}
     for normalize in NORMALIZE:
         gflops[normalize] = flops(lambda: [head_relevance_batch(model, *b, normalize=normalize) for b in batches])
-    unpadded = [(src[i:i + 1, :int(src[i].ne(PAD_ID).sum())], tgt_in[i:i + 1, :int(tgt_out[i].ne(PAD_ID).sum())],
-                 tgt_out[i:i + 1, :int(tgt_out[i].ne(PAD_ID).sum())])
-                for src, tgt_in, tgt_out in batches for i in range(src.size(0))]
-    gflops["per-step floor"] = sum(per_step_floor(model, src, tgt_in) for src, tgt_in, _ in unpadded)
-    gflops["forward+backward unpadded"] = flops(lambda: forward_backward(model, unpadded))
+    alone = list(unpadded(batches))
+    gflops["per-step floor"] = sum(per_step_floor(model, src, tgt_in) for src, tgt_in, _ in alone)
+    gflops["forward+backward unpadded"] = flops(lambda: forward_backward(model, alone))
     gflops = {k: v / 1e9 for k, v in gflops.items()}
 
     from scipy.stats import spearmanr
