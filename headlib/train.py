@@ -70,8 +70,8 @@ def lr_at(step: int, cfg: Config) -> float:
     """Linear warmup to `lr`, then the inverse-sqrt decay lr * sqrt(warmup / step) (App. B.3) or,
     with ``train.schedule=linear``, a linear decay that reaches 0 at `max_steps`."""
     t, step = cfg.train, max(step, 1)
-    if step < t.warmup:
-        return t.lr * step / t.warmup
+    if step < t.warmup:   # lr * (step / warmup), not (lr * step) / warmup: the committed runs' rounding
+        return t.lr * (step / t.warmup)
     if t.schedule == "linear":
         return t.lr * max(t.max_steps - step, 0) / max(t.max_steps - t.warmup, 1)
     return t.lr * math.sqrt(t.warmup / step)
