@@ -241,7 +241,7 @@ def test_lr_schedule():
 def test_inverse_sqrt_schedule_is_bitwise_the_committed_runs_formula(profile):
     """The committed runs were trained with lr * min(step / warmup, sqrt(warmup / step)); a replay
     is bitwise only if every learning rate has the same rounding (a rewrite as (lr * step) / warmup
-    changed a quarter of the warmup steps in the last bit, and the cpu en-de replay diverged)."""
+    changed a quarter of the cpu profile's warmup steps in the last bit)."""
     cfg = get_config(profile)
     lr, warmup = cfg.train.lr, cfg.train.warmup
     for step in range(1, 3 * warmup):
