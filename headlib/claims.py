@@ -202,18 +202,22 @@ CLAIMS: tuple[Claim, ...] = (
 
 
 def scale_note(out: Path) -> str:
-    """One sentence on the scale of the model behind `out` (its training_results.json) against the
-    paper's Transformer-base (`ModelConfig()`), for reading the verdicts."""
+    """Two sentences on the scale of the model behind `out` (its training_results.json) against the
+    paper's Transformer-base (`ModelConfig()`), and on how well it translates, for reading the verdicts."""
     import json
     from .config import ModelConfig
-    from .data import load_split
+    from .data import load_split, main_test_set
     run = json.loads((Path(out) / "training_results.json").read_text())
     d_model, paper = run["config"]["model"]["d_model"], ModelConfig().d_model
     pair = run["pair"]
+    test = main_test_set(pair)
+    beam = run["test"][test]["beam"]
     return (f"Scale matters when reading the verdicts: the paper's models are Transformer-base (d_model {paper}) "
             f"trained on millions of sentence pairs (WMT, OpenSubtitles); the {pair} model here has d_model "
             f"{d_model} and was trained for {run['steps']:,} updates "
-            f"({run['train_minutes']:.0f} minutes) on {len(load_split(pair, 'train')):,} sentence pairs (Sec. 3).")
+            f"({run['train_minutes']:.0f} minutes) on {len(load_split(pair, 'train')):,} sentence pairs (Sec. 3). "
+            f"It scores {beam['bleu']:.2f} BLEU on {test} (beam {beam['beam']}); the paper's en-ru models score "
+            + " and ".join(f"{m['BLEU']:g} ({name})" for name, m in PAPER_ENRU_MODELS.items()) + ".")
 
 
 CLAIMS_BY_KEY = {c.key: c for c in CLAIMS}

@@ -1,7 +1,9 @@
 """The claims table: verdicts on hand-built result tables whose answers are known."""
+import json
+
 import pandas as pd
 
-from headlib.claims import FAILS, HOLDS, MISSING, PARTLY, claims_table
+from headlib.claims import FAILS, HOLDS, MISSING, PARTLY, claims_table, scale_note
 
 
 def _importance(relevance, confidence):
@@ -126,3 +128,15 @@ def test_styled_keeps_the_verdict_next_to_the_claim():
     heads = [html.index(f">{c}</th>") for c in ("claim", "verdict", "the paper says", "ours")]
     assert heads == sorted(heads)
     assert "min-width: 8em" in html and html.count("background-color") == 2
+
+
+def test_scale_note_gives_the_main_test_sets_beam_bleu(tmp_path):
+    record = {"pair": "en-de", "config": {"model": {"d_model": 64}}, "steps": 1234, "train_minutes": 12.3,
+              "test": {"test_2017_flickr": {"beam": {"bleu": 99.0, "beam": 4}},     # not the main test set
+                       "test_2016_flickr": {"beam": {"bleu": 12.345, "beam": 4}}}}
+    (tmp_path / "training_results.json").write_text(json.dumps(record))
+    note = scale_note(tmp_path)
+    assert "d_model 512" in note and "d_model 64" in note and "1,234 updates (12 minutes)" in note
+    assert "on 29,000 sentence pairs" in note                  # Multi30k en-de train
+    assert "It scores 12.35 BLEU on test_2016_flickr (beam 4)" in note and "99" not in note
+    assert note.endswith("the paper's en-ru models score 29.6 (WMT) and 32.4 (OpenSubtitles).")
