@@ -71,11 +71,12 @@ def cached_head_profiles(profile: str, pair: str, seed: int, sentence_sets: dict
 
 def layer_profile(table: pd.DataFrame) -> pd.DataFrame:
     """Per layer: the top head's relevance share, and the effective number of heads
-    1 / sum_h p_h^2 with p the layer's non-negative relevances normalised to sum to one."""
+    1 / sum_h p_h^2 with p the layer's non-negative relevances normalised to sum to one; both NaN
+    for a layer with no positive relevance."""
     def summary(g):
         p = g["relevance"].clip(lower=0)
-        p = p / p.sum()
-        return pd.Series({"top share": float(p.max()), "effective heads": float(1 / (p ** 2).sum()),
+        p = p / p.sum() if p.sum() > 0 else p * float("nan")
+        return pd.Series({"top share": float(p.max()), "effective heads": float(1 / (p ** 2).sum(min_count=1)),
                           "max confidence": float(g["confidence"].max())})
     return table.groupby("layer")[["relevance", "confidence"]].apply(summary).reset_index()
 

@@ -111,6 +111,9 @@ def test_layer_profile_and_agreement_on_a_hand_built_table():
     prof = layer_profile(table)
     assert prof["top share"].round(9).tolist() == [0.7, 0.25]
     assert abs(prof["effective heads"][0] - 1 / 0.52) < 1e-9 and abs(prof["effective heads"][1] - 4) < 1e-9
+    negative = layer_profile(table.assign(relevance=[-0.7, -0.1, 0.0, -0.1] + [0.25] * 4))
+    assert negative.loc[0, ["top share", "effective heads"]].isna().all()     # no positive relevance in layer 1
+    assert negative.loc[1, "effective heads"] == pytest.approx(4)
     rows = agreement({"x": pd.Series([1, 2, 3]), "y": pd.Series([3, 2, 1]), "z": pd.Series([1, 2, 3])})
     assert rows.set_index(["a", "b"])["rho"].to_dict() == {("x", "y"): -1.0, ("x", "z"): 1.0, ("y", "z"): -1.0}
 
