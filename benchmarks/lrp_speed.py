@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from headlib.batching import source_tensor  # noqa: E402
+from headlib.batching import pad  # noqa: E402
 from headlib.data import analysis_sentences  # noqa: E402
 from headlib.files import write_json  # noqa: E402
 from headlib import lrp  # noqa: E402
 from headlib.bpe import PAD_ID  # noqa: E402
 from headlib.lrp import (NORMALIZE, _layer_normalized, capture_heads, conservative, head_relevance_batch,  # noqa: E402
-                         own_translations, teacher_forcing_batches, top1_start)
+                         teacher_forcing_batches, top1_start)
 from headlib.train import load_model, machine, token_loss  # noqa: E402
 
 
@@ -77,6 +77,14 @@ def unpadded(batches):
             yield s[None, :n], ti[None, :m], to[None, :m]
 
 
+def by_source_length(batches, batch_size: int) -> list[tuple]:
+    """The rows of `batches` regrouped into batches of similar source length, as `head_relevance`
+    grouped them before `teacher_forcing_batches` (no second decoding: the same translations)."""
+    rows = sorted(unpadded(batches), key=lambda row: row[0].size(1))
+    return [tuple(pad([t[0].tolist() for t in column]) for column in zip(*rows[k:k + batch_size]))
+            for k in range(0, len(rows), batch_size)]
+
+
 def per_step_floor(model, src, tgt_in) -> int:
     """Estimated fewest FLOPs of exact per-step relevance by backward passes, for one unpadded
     sentence (B = 1).
@@ -109,12 +117,7 @@ def main(argv=None) -> int:
     model, bpe, _ = load_model(args.checkpoint)
     sentences = analysis_sentences(args.pair, args.sentences)
     batches = teacher_forcing_batches(model, bpe, sentences, args.batch_size)   # by translation length
-    ids = bpe.encode_batch(sentences)
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    by_source = []   # before teacher_forcing_batches: the batches of similar source length
-    for k in range(0, len(order), args.batch_size):
-        src = source_tensor([ids[i] for i in order[k:k + args.batch_size]])
-        by_source.append((src, *own_translations(model, src)))
+    by_source = by_source_length(batches, args.batch_size)   # before teacher_forcing_batches
 
     forward_backward(model, batches)   # warm-up: oneDNN creates its kernels per shape on first use
     t0 = time.perf_counter()
@@ -160,8 +163,8 @@ def main(argv=None) -> int:
 
     from scipy.stats import spearmanr
     rho = float(spearmanr(relevance["step"], relevance["sentence"]).statistic)
-    mean_len = steps / len(ids)
-    result = {"sentences": len(ids), "target_steps": steps, "mean_target_length": round(mean_len, 1),
+    mean_len = steps / len(sentences)
+    result = {"sentences": len(sentences), "target_steps": steps, "mean_target_length": round(mean_len, 1),
               "forward_backward_seconds": round(fwd_bwd, 2), "lrp_seconds": round(seconds["step"], 2),
               "ratio": round(seconds["step"] / fwd_bwd, 2),
               "lrp_by_source_length_seconds": round(seconds["by source"], 2),
@@ -178,7 +181,7 @@ def main(argv=None) -> int:
               "flops_ratio_sentence_normalized": round(gflops["sentence"] / gflops["forward+backward"], 2),
               "flops_ratio_per_step_floor": round(gflops["per-step floor"] / gflops["forward+backward unpadded"], 2),
               "checkpoint": args.checkpoint, "pair": args.pair, "machine": machine()}
-    print(f"{len(ids)} sentences, {steps} target steps ({mean_len:.1f} per sentence)")
+    print(f"{len(sentences)} sentences, {steps} target steps ({mean_len:.1f} per sentence)")
     print(f"teacher-forced forward+backward: {fwd_bwd:.1f} s")
     print(f"LRP, normalised per step (one backward per target step): {seconds['step']:.1f} s "
           f"({seconds['step'] / fwd_bwd:.1f}x)")
