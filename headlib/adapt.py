@@ -39,7 +39,7 @@ class AdaptConfig:
     k: int = 14                   # heads updated by `alps` and `random`: 10% of 144 (ALPS)
     max_tokens: int = 4096
     seed: int = 1
-    bf16: bool = True
+    bf16: bool = False            # fp32, as the cpu profile trains (bf16 autocast pays only with AMX or on GPUs)
     label_smoothing: float = 0.1
 
 

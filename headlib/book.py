@@ -223,6 +223,18 @@ def upstream(task: Task, out: Path) -> dict:
     return {"notebooks": deps, "artifacts": artifacts}
 
 
+def page_runs(out: Path, profile: str, pair: str, seed: int) -> dict[str, str]:
+    """The trained run (its directory name) that each executed page of (pair, seed) read, by
+    notebook, from the pages' manifests; pages that read no run are left out."""
+    runs = {}
+    for nb in NOTEBOOKS:
+        manifest = read_manifest(Task(nb, profile, pair, seed).output(out)) or {}
+        for key in manifest.get("upstream", {}).get("artifacts", {}):
+            if key.startswith("runs/"):
+                runs[nb.name] = key.split("/")[1]
+    return runs
+
+
 def _digest(basis: dict) -> str:
     return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()[:16]
 

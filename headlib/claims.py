@@ -29,6 +29,7 @@ class Claim:
     paper: str                     # the paper's number (Voita et al. 2019), as reported there
     criterion: str                 # how we decide
     measure: Callable[[Path], tuple[str, str]]   # results dir -> (our value, verdict)
+    pages: tuple[str, ...] = ()    # the notebooks that write the tables `measure` reads
 
 
 def _csv(out: Path, name: str) -> pd.DataFrame:
@@ -172,32 +173,37 @@ def c9_specialized_survive(out):
     return value, verdict
 
 
+# the notebooks whose tables a claim reads
+SEC4, SEC5 = ("04_important_heads",), ("05_head_functions",)
+SEC62, SEC63 = ("06_pruning_encoder",), ("07_pruning_all_attention",)
+
 CLAIMS: tuple[Claim, ...] = (
     Claim("C1", "4", "LRP relevance and confidence agree on which heads matter", "qualitative (Figs. 1-2)",
-          "Spearman rho > 0.3, p < 0.01 over encoder heads", c1_lrp_vs_confidence),
+          "Spearman rho > 0.3, p < 0.01 over encoder heads", c1_lrp_vs_confidence, SEC4),
     Claim("C2", "4", "In each layer one or two heads are much more important than the rest", "Fig. 1",
-          "top head's share of |relevance| >= 2x uniform in every layer (partly: in half)", c2_few_heads_per_layer),
+          "top head's share of |relevance| >= 2x uniform in every layer (partly: in half)", c2_few_heads_per_layer,
+          SEC4),
     Claim("C3", "5.1", "Positional heads attend to a neighbour and are confident",
           ">= 90% on offset -1 or +1, confidence > 0.8",
-          "a head >= 90% on one offset other than 0 (holds with confidence > 0.8)", c3_positional),
+          "a head >= 90% on one offset other than 0 (holds with confidence > 0.8)", c3_positional, SEC5),
     Claim("C4", "5.2", "Syntactic heads beat the positional baseline", "Table 1: heads for all 4 relations",
-          "a head >= 10 points over the baseline for half the relation-directions (partly: any)", c4_syntactic),
+          "a head >= 10 points over the baseline for half the relation-directions (partly: any)", c4_syntactic, SEC5),
     Claim("C5", "5.3", "A layer-1 head attends to the rarest token and is the layer's most important",
           "66% rarest, 83% top-2 (OpenSubtitles); top-2 > 50% (WMT)",
           f"a layer-1 head >= {RARE_MARGIN * 100:.0f} points above the median layer-1 head on the rarest token, "
-          f"with >= 50% and LRP rank 1 (partly: standing out only)", c5_rare_word),
+          f"with >= 50% and LRP rank 1 (partly: standing out only)", c5_rare_word, SEC5),
     Claim("C6", "6.2", "Most encoder heads can be pruned at little cost", "10 of 48 heads within 0.15 BLEU (WMT)",
           f"<= 12 heads within {TOLERANCE} BLEU of the fine-tuned model (partly: of the unpruned one)",
-          c6_few_heads_suffice),
+          c6_few_heads_suffice, SEC62),
     Claim("C7", "6.2-6.3", "Pruned models beat the same configuration trained from scratch",
           "+0.2 to +0.6 BLEU (Sec. 6.2, footnote 8); Table 2: +0.15 to +0.50 (WMT), +0.01 to +0.43 (OpenSubtitles)",
           "pruned ahead by more than the seed spread at every configuration (partly: at some)",
-          c7_pruned_beats_scratch),
+          c7_pruned_beats_scratch, SEC62 + SEC63),
     Claim("C8", "6.3", "Encoder self-attention is pruned first, decoder-encoder attention last", "Fig. 9",
-          "order of the lambda at which half of a kind's heads are closed", c8_pruning_order),
+          "order of the lambda at which half of a kind's heads are closed", c8_pruning_order, SEC63),
     Claim("C9", "6.2", "Specialized (important) heads are the last to be pruned", "Fig. 8",
           "open heads more relevant in every pruned model and enriched in functions (partly: relevance only)",
-          c9_specialized_survive),
+          c9_specialized_survive, SEC62),
 )
 
 
@@ -228,8 +234,10 @@ VERDICT_WORDS = {HOLDS: ("holds", "hold"), PARTLY: ("holds in part", "hold in pa
                  FAILS: ("does not hold", "do not hold"), MISSING: ("is not measured", "are not measured")}
 
 
-def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
-    """One row per claim for the results dir of one (profile, pair, seed)."""
+def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS, runs: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per claim for the results dir of one (profile, pair, seed). With `runs` (the trained
+    run each executed page read, `headlib.book.page_runs`), a column `model` names the run(s) behind
+    each claim's tables."""
     rows = []
     for c in claims:
         try:
@@ -238,7 +246,22 @@ def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
             ours, verdict = f"({Path(e.args[0]).name} not computed for this pair)", MISSING
         rows.append({"claim": c.key, "section": c.section, "the paper says": c.claim, "paper": c.paper,
                      "ours": ours, "criterion": c.criterion, "verdict": verdict})
+        if runs is not None:
+            rows[-1]["model"] = ", ".join(sorted({runs[p] for p in c.pages if p in runs})) or "-"
     return pd.DataFrame(rows)
+
+
+def other_models_note(table: pd.DataFrame, run: str) -> str:
+    """A sentence naming the claims whose tables come from another run than `run` (this page's
+    model), e.g. pages not yet re-executed after the model changed; empty when there are none."""
+    other = table[(table["model"] != "-") & (table["model"] != run)]
+    if other.empty:
+        return ""
+    by_run = other.groupby("model", sort=False)["claim"].apply(list)
+    listed = "; ".join(f"{'/'.join(claims)} from `{model}`" for model, claims in by_run.items())
+    return (f"Not every claim comes from this page's model (`{run}`, Sec. 3): {listed}. Those values are the "
+            "previous model's, read from section pages that have not been executed with the current one yet "
+            "(`python -m headlib.book status` lists them).")
 
 
 def verdicts(dirs: dict[str, Path], claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:

@@ -36,7 +36,7 @@ class PruneConfig:
     gate_lr: float = 0.02      # log_alpha (our choice: gates must be able to close within `steps`)
     max_tokens: int = 4096
     seed: int = 1
-    bf16: bool = True
+    bf16: bool = False         # fp32, as the cpu profile trains (bf16 autocast pays only with AMX or on GPUs)
     label_smoothing: float = 0.1
     method: str = "hard-concrete"   # or "dsp" (exactly k heads) or "fixed" (the mask `mask`)
     k: int = 0                 # dsp: heads kept over the gated kinds

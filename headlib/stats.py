@@ -6,12 +6,18 @@
     results_table(results)     test BLEU (greedy, beam) and chrF of one trained run
     training_table(results)    minutes, steps, tokens/s, parameters of one trained run
     dev_curve(results)         dev BLEU against training minutes, one row per evaluation
+    recipe_table(records)      the training recipes tried for the cpu profile, one row per run
+                               (`recipe_records()`: the runs that chose it)
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 
-from .data import PAIRS, load_split, test_sets
+from .data import PAIRS, load_split, main_test_set, test_sets
+from .results import REPO
 
 # Quoted from the pre-project measurement note (../shared/reference/cpu-notes.md, "Quality per
 # minute"): Multi30k en-de, d_model 256, 6+6 layers, ~4k-token batches, bf16, 2 cores, warmup 400,
@@ -108,3 +114,38 @@ def dev_curve(results: dict) -> pd.DataFrame:
     df = pd.DataFrame(results["history"])
     df.insert(0, "pair", results["pair"])
     return df
+
+
+# The 45-minute en-de runs that chose the cpu profile's recipe (README, "How the cpu recipe was
+# chosen"), under results/cpu/: the previous profile's committed run, then the runs on a 2-core
+# AVX512-BF16 CPU without AMX (benchmarks/), each with the CPU to itself.
+RECIPE_RUNS = ("en-de/seed1/training_results.inverse-sqrt-bf16.json",
+               "benchmarks/en-de_45min_no_amx_fp32.json",
+               "benchmarks/en-de_45min_no_amx_fp32_lr2e-3.json",
+               "benchmarks/en-de_45min_no_amx_fp32_lr2e-3_seed2.json",
+               "benchmarks/en-de_45min_no_amx_fp32_lr2e-3_linear.json",
+               "benchmarks/en-de_45min_no_amx_fp32_lr2e-3_linear_tok2048.json",
+               "benchmarks/en-de_45min_no_amx_fp32_lr2e-3_linear_tok2048_seed2.json")
+
+
+def recipe_records(root: Path = REPO / "results" / "cpu") -> list[dict]:
+    """The run records of `RECIPE_RUNS`, in that order."""
+    return [json.loads((root / name).read_text()) for name in RECIPE_RUNS]
+
+
+def recipe_table(records: list[dict]) -> pd.DataFrame:
+    """One row per run record (`training_results.json` of one run), in the order given: the recipe
+    (schedule, peak learning rate, tokens per batch, precision), the machine's bf16 instructions,
+    and what the run made of its budget: updates, target tokens, tokens/s, main-test BLEU (beam)."""
+    rows = []
+    for r in records:
+        t, machine = r["config"]["train"], r.get("machine", {})
+        test = main_test_set(r["pair"])
+        schedule = f"linear to 0 at {t['max_steps']:,}" if t.get("schedule") == "linear" else "inverse square root"
+        rows.append({"pair": r["pair"], "schedule": schedule,
+                     "peak lr": f"{t['lr']:g}", "tokens per batch": t["max_tokens"] * t["accum"],
+                     "precision": "bf16 autocast" if t["bf16"] else "fp32", "seed": t["seed"],
+                     "machine": machine.get("bf16", "not recorded"), "updates": int(r["steps"]),
+                     "target tokens (M)": r["train_tokens"] / 1e6, "tokens/s": float(r["tokens_per_second"]),
+                     "minutes": float(r["train_minutes"]), f"BLEU beam ({test})": float(r["test"][test]["beam"]["bleu"])})
+    return pd.DataFrame(rows)

@@ -283,6 +283,22 @@ def test_a_trained_run_enters_the_key_by_its_record_without_the_clock(tmp_path):
         shutil.rmtree(run, ignore_errors=True)
 
 
+def test_page_runs_reads_the_run_of_each_executed_page_from_its_manifest(tmp_path):
+    """What run each page was executed with, as its manifest recorded it; pages that read no run
+    (or were never executed) are absent."""
+    def executed(name, artifacts):
+        output = book.Task(book.Notebook(name, name), "cpu", "en-de", 1).output(tmp_path)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text("{}")
+        book.manifest_path(output).write_text(json.dumps({"upstream": {"artifacts": artifacts, "notebooks": {}}}))
+    executed("04_important_heads", {"runs/en-de-cpu-new/results.json": "1"})
+    executed("06_pruning_encoder", {"runs/en-de-cpu-old/results.json": "2"})
+    executed("09_claims", {"results/en-de/seed1/head_importance.csv": "3"})
+    assert book.page_runs(tmp_path, "cpu", "en-de", 1) == {"04_important_heads": "en-de-cpu-new",
+                                                          "06_pruning_encoder": "en-de-cpu-old"}
+    assert book.page_runs(tmp_path, "cpu", "en-fr", 1) == {}
+
+
 def test_a_subset_reads_the_outputs_of_the_notebooks_it_runs_after(tmp_path, monkeypatch):
     """A run of some notebooks of the book keys each by the outputs of the notebooks it runs after
     as they are: unchanged, it is skipped; re-executed upstream, it executes; missing, it is an error."""

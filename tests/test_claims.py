@@ -140,3 +140,21 @@ def test_scale_note_gives_the_main_test_sets_beam_bleu(tmp_path):
     assert "on 29,000 sentence pairs" in note                  # Multi30k en-de train
     assert "It scores 12.35 BLEU on test_2016_flickr (beam 4)" in note and "99" not in note
     assert note.endswith("the paper's en-ru models score 29.6 (WMT) and 32.4 (OpenSubtitles).")
+
+
+def test_the_model_column_names_the_run_behind_each_claim_and_the_note_the_other_ones(tmp_path):
+    """Claims read the tables of Sec. 4-6 pages; a page executed with another run (say, Sec. 6 not
+    yet re-executed after the model changed) is named, and only those claims are listed."""
+    from headlib.claims import other_models_note
+    _importance([0.7, 0.1, 0.1, 0.1], [0.9, 0.2, 0.3, 0.1]).to_csv(tmp_path / "head_importance.csv", index=False)
+    runs = {"04_important_heads": "new-run", "05_head_functions": "new-run",
+            "06_pruning_encoder": "old-run", "07_pruning_all_attention": "old-run"}
+    table = claims_table(tmp_path, runs=runs).set_index("claim")
+    assert table.loc["C1", "model"] == "new-run" and table.loc["C6", "model"] == "old-run"
+    assert table.loc["C7", "model"] == "old-run"               # two pages, one run
+    note = other_models_note(table.reset_index(), "new-run")
+    assert "C6/C7/C8/C9 from `old-run`" in note and "C1" not in note
+    assert other_models_note(table.reset_index(), "old-run").count("C1/C2/C3/C4/C5 from `new-run`") == 1
+    assert other_models_note(claims_table(tmp_path, runs={}), "new-run") == ""       # no pages: nothing named
+    assert other_models_note(claims_table(tmp_path, runs={p: "new-run" for p in runs}), "new-run") == ""
+    assert "model" not in claims_table(tmp_path).columns

@@ -66,7 +66,7 @@ def test_restricted_finetune_changes_only_the_chosen_heads():
     train = Encoded(src, [s[::-1] for s in src])
     heads = [("enc-self", 0, 1), ("dec-enc", 1, 3)]
     masks = adapt.head_masks(model, heads)
-    cfg = adapt.AdaptConfig(steps=5, lr=1e-2, bf16=False, max_tokens=64)
+    cfg = adapt.AdaptConfig(steps=5, lr=1e-2, max_tokens=64)
     tuned, info = adapt.finetune(model, train, cfg, masks)
     d, dh = 32, 8
     assert info["updated"] == len(heads) * (3 * (dh * d + dh) + d * dh)

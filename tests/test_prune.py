@@ -19,10 +19,11 @@ def smoke(tmp_path_factory):
     return Transformer(cfg.model, data.bpe.vocab_size), data
 
 
-def test_encoder_only_pruning_leaves_decoder_bitwise_unchanged(smoke):
+@pytest.mark.parametrize("bf16", [False, True])   # fp32 (the default) and the bf16 autocast path
+def test_encoder_only_pruning_leaves_decoder_bitwise_unchanged(smoke, bf16):
     model, data = smoke
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    pruned, result = prune(model, data, PruneConfig(kinds=("enc-self",), lam=0.05, steps=6, bf16=False))
+    pruned, result = prune(model, data, PruneConfig(kinds=("enc-self",), lam=0.05, steps=6, bf16=bf16))
     after = pruned.state_dict()
     changed = [k for k in before if not k.startswith("head_mask") and not torch.equal(before[k], after[k])]
     assert changed and all(k.startswith(("encoder.", "enc_norm.")) for k in changed), changed
@@ -38,8 +39,8 @@ def test_encoder_only_pruning_leaves_decoder_bitwise_unchanged(smoke):
 def test_larger_lambda_closes_more_heads(smoke):
     model, data = smoke
     kinds = ("enc-self", "dec-self", "dec-enc")
-    _, weak = prune(model, data, PruneConfig(kinds=kinds, lam=0.0, steps=40, gate_lr=0.1, bf16=False))
-    _, strong = prune(model, data, PruneConfig(kinds=kinds, lam=5.0, steps=40, gate_lr=0.1, bf16=False))
+    _, weak = prune(model, data, PruneConfig(kinds=kinds, lam=0.0, steps=40, gate_lr=0.1))
+    _, strong = prune(model, data, PruneConfig(kinds=kinds, lam=5.0, steps=40, gate_lr=0.1))
     assert sum(strong.retained().values()) < sum(weak.retained().values())
     # with lambda = 0 only the cross-entropy moves the gates: they reach the loss, head by head
     torch.manual_seed(PruneConfig().seed)      # prune() seeds before drawing the gates' init
@@ -51,7 +52,7 @@ def test_larger_lambda_closes_more_heads(smoke):
 def test_dsp_keeps_exactly_k_heads_over_all_kinds(smoke):
     model, data = smoke
     kinds = ("enc-self", "dec-enc")
-    pruned, result = prune(model, data, PruneConfig(kinds=kinds, method="dsp", k=3, steps=8, bf16=False))
+    pruned, result = prune(model, data, PruneConfig(kinds=kinds, method="dsp", k=3, steps=8))
     assert sum(result.retained().values()) == 3
     logits = torch.cat([result.scores[k].flatten() for k in kinds])
     kept = torch.cat([result.masks[k].flatten() for k in kinds]).bool()
@@ -65,7 +66,7 @@ def test_fixed_mask_is_kept_and_only_the_encoder_trains(smoke):
     rows = ["1" + "0" * (n_heads - 1)] * n_layers
     spec = "enc-self:" + "/".join(rows)
     before = {k: v.clone() for k, v in model.state_dict().items() if k.startswith("decoder.")}
-    pruned, result = prune(model, data, PruneConfig(method="fixed", mask=spec, label="first", steps=4, bf16=False))
+    pruned, result = prune(model, data, PruneConfig(method="fixed", mask=spec, label="first", steps=4))
     assert result.retained() == {"enc-self": n_layers} and result.scores == {}
     assert torch.equal(pruned.head_mask("enc-self")[:, 0], torch.ones(n_layers))
     assert all(torch.equal(v, pruned.state_dict()[k]) for k, v in before.items())

@@ -54,9 +54,15 @@ def assert_same_run(full, resumed, tmp_path):
         assert_same_tree(a, b, name)
 
 
-def test_resume_is_bitwise_identical(tmp_path):
-    cfg = get_config("smoke", RESUME)
-    assert cfg.model.dropout > 0 and cfg.train.bf16   # RNG and the bf16 fast path are exercised
+# The cpu profile's training path on the smoke model: fp32, fused loss, int16 dropout masks, linear decay.
+CPU_PATH = ["train.bf16=false", "train.fused_loss=true", "model.dropout_masks=int16", "train.schedule=linear"]
+
+
+@pytest.mark.parametrize("path", [[], CPU_PATH], ids=["bf16", "cpu-profile-path"])
+def test_resume_is_bitwise_identical(tmp_path, path):
+    cfg = get_config("smoke", RESUME + path)
+    assert cfg.model.dropout > 0                     # the dropout RNG is exercised
+    assert cfg.train.bf16 != bool(path)              # the bf16 fast path, or the cpu profile's fp32 one
 
     full = Trainer(cfg, tmp_path / "full", progress=False)
     n_groups = len(full._groups(0))
@@ -237,15 +243,27 @@ def test_lr_schedule():
     assert lr_at(40, cfg) == pytest.approx(1e-3 * 0.5)                         # 1/sqrt decay
 
 
-@pytest.mark.parametrize("profile", ["smoke", "cpu", "base"])
-def test_inverse_sqrt_schedule_is_bitwise_the_committed_runs_formula(profile):
+# The cpu profile's inverse-sqrt recipe before the 45-minute linear one; its runs are still committed.
+CPU_INVERSE_SQRT = ["train.schedule=inverse_sqrt", "train.lr=1e-3", "train.warmup=400"]
+
+
+@pytest.mark.parametrize("profile,overrides", [("smoke", []), ("base", []), ("cpu", CPU_INVERSE_SQRT)])
+def test_inverse_sqrt_schedule_is_bitwise_the_committed_runs_formula(profile, overrides):
     """The committed runs were trained with lr * min(step / warmup, sqrt(warmup / step)); a replay
     is bitwise only if every learning rate has the same rounding (a rewrite as (lr * step) / warmup
     changed a quarter of the cpu profile's warmup steps in the last bit)."""
-    cfg = get_config(profile)
+    cfg = get_config(profile, overrides)
     lr, warmup = cfg.train.lr, cfg.train.warmup
     for step in range(1, 3 * warmup):
         assert lr_at(step, cfg) == lr * min(step / warmup, math.sqrt(warmup / step)), step
+
+
+def test_the_linear_schedule_warms_up_with_the_same_rounding():
+    cfg = get_config("cpu")
+    assert cfg.train.schedule == "linear"
+    lr, warmup = cfg.train.lr, cfg.train.warmup
+    for step in range(1, warmup + 1):
+        assert lr_at(step, cfg) == lr * (step / warmup), step
 
 
 def test_linear_schedule_decays_to_zero_at_max_steps():
@@ -322,7 +340,6 @@ def test_the_committed_runs_keep_their_names():
         cfg = Config(profile=c["profile"], model=ModelConfig(**c["model"]), data=DataConfig(**c["data"]),
                      train=TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in c["train"].items()}))
         assert f"{record['pair']}-{cfg.profile}-{cfg.digest(__version__)}" == record["run_dir"], path
-        assert not cfg.train.fused_loss and cfg.model.dropout_masks == "float32"
     en_de = json.loads(records[0].read_text())                       # en-de/seed1: the default study's run
     assert run_dir(get_config("cpu", pair="en-de")).name == en_de["run_dir"]
 
