@@ -131,10 +131,10 @@ PROFILES: dict[str, Config] = {
     # reached 7.7 dev BLEU after 15 min where pre-LN reached 26.4 (see the book, Sec. 3).
     "cpu": Config(
         profile="cpu",
-        # A 45-minute budget, measured on a 2-core AVX512 CPU without AMX (README, "Profiles"):
-        # fp32 with the fast kernels (bf16 autocast pays only with AMX), 2,048-token batches (more
-        # updates per token), lr 2e-3 decayed linearly to 0 at the ~2,700 updates that fit (Li et
-        # al. 2020): 36.5 test_2016_flickr BLEU where the inverse-sqrt/4,096/bf16 recipe gave 34.9.
+        # A 45-minute recipe, measured on a 2-core AVX512 CPU without AMX (README, "The cpu profile's
+        # recipe"; Sec. 3): fp32 with the fast kernels (bf16 autocast pays only with AMX), 2,048-token
+        # batches (more updates per token), lr 2e-3 decayed linearly to 0 at the ~2,700 updates that
+        # fit on a fast day (Li et al. 2020, Budgeted Training).
         model=ModelConfig(d_model=256, n_heads=8, d_ff=1024, dropout=0.2, norm="pre", dropout_masks="int16"),
         data=DataConfig(bpe_vocab=8000, max_len=100, dev_limit=1000),  # dev BLEU in seconds
         train=TrainConfig(max_tokens=2048, lr=2e-3, warmup=800, schedule="linear", max_steps=2700,

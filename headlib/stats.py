@@ -116,9 +116,9 @@ def dev_curve(results: dict) -> pd.DataFrame:
     return df
 
 
-# The 45-minute en-de runs that chose the cpu profile's recipe (README, "How the cpu recipe was
-# chosen"), under results/cpu/: the previous profile's committed run, then the runs on a 2-core
-# AVX512-BF16 CPU without AMX (benchmarks/), each with the CPU to itself.
+# The 45-minute en-de runs that chose the cpu profile's recipe (README, "The cpu profile's recipe"),
+# under results/cpu/: the previous profile's committed run, then the runs on a 2-core AVX512-BF16
+# CPU without AMX (benchmarks/), each with the CPU to itself.
 RECIPE_RUNS = ("en-de/seed1/training_results.inverse-sqrt-bf16.json",
                "benchmarks/en-de_45min_no_amx_fp32.json",
                "benchmarks/en-de_45min_no_amx_fp32_lr2e-3.json",
