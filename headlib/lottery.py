@@ -80,8 +80,8 @@ def _rewound(checkpoint: Path, out: Path, masks: dict[str, torch.Tensor]) -> Non
     torch_save(out / "last.pt", ckpt)
 
 
-def _trainer(cfg, out: Path, progress: bool) -> Trainer:
-    trainer = Trainer(cfg, out, progress)
+def _trainer(cfg, out: Path, progress: bool, horizons: list[list[int]] | None) -> Trainer:
+    trainer = Trainer(cfg, out, progress, replay_horizons=horizons)   # the baseline's learning rates
     trainer.state["stopped"] = ""  # a finished phase is continued by a later phase's max_steps
     return trainer
 
@@ -89,7 +89,7 @@ def _trainer(cfg, out: Path, progress: bool) -> Trainer:
 def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool = False) -> dict:
     """The lottery point of the (profile, pair, seed) baseline; resumable at every phase."""
     model, bpe, base = trained_model(profile, pair, seed)
-    total = base["steps"]
+    total, horizons = base["steps"], base.get("lr_horizons")
     prune_at, rewind_to = cfg.updates(total)
     out = results_dir(profile, pair, seed) / "lottery"
     path = out / point_name(cfg, total)
@@ -109,14 +109,14 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
     if not rewind.is_file():
         shutil.rmtree(early_dir, ignore_errors=True)
         trainer = _trainer(replace(early_cfg, train=replace(early_cfg.train, max_steps=max(rewind_to, 1))),
-                           early_dir, progress)
+                           early_dir, progress, horizons)
         if rewind_to:
             trainer.fit()
         else:  # rewind to the initial weights
             early_dir.mkdir(parents=True)
             trainer._save_last()
         shutil.copyfile(early_dir / "last.pt", rewind)
-    trainer = _trainer(replace(early_cfg, train=replace(early_cfg.train, max_steps=prune_at)), early_dir, progress)
+    trainer = _trainer(replace(early_cfg, train=replace(early_cfg.train, max_steps=prune_at)), early_dir, progress, horizons)
     if trainer.state["step"] < prune_at:
         trainer.fit()
     history = trainer.state["history"]
@@ -132,7 +132,7 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
     ticket_dir = work / "ticket"
     if not (ticket_dir / "last.pt").is_file():
         _rewound(rewind, ticket_dir, {"enc-self": mask})
-    trainer = _trainer(ticket_cfg, ticket_dir, progress)
+    trainer = _trainer(ticket_cfg, ticket_dir, progress, horizons)
     if trainer.state["step"] < total:
         trainer.fit()
     rewind_minutes = torch.load(rewind, map_location="cpu", weights_only=False)["state"]["elapsed"] / 60

@@ -27,7 +27,7 @@ from .files import write_json
 from .importance import keep_top, random_mask
 from .model import mask_spec, parse_mask_spec
 from .prune import PruneConfig, prune
-from .train import Prepared, evaluate_bleu, train
+from .train import Prepared, evaluate_bleu, run_record, train
 
 
 def device_name() -> str:
@@ -119,13 +119,22 @@ def scratch_config(profile: str, pair: str, seed: int, spec: str, max_steps: int
                                 f"train.max_steps={max_steps}", "train.max_minutes=0"], pair=pair)
 
 
+def baseline_horizons(profile: str, pair: str, seed: int) -> list[list[int]] | None:
+    """The linear_clock horizons of the (profile, pair, seed) baseline run, if it has any: a run
+    derived from it (from scratch, a lottery ticket) follows its learning rates, not a decay to
+    its own max_steps."""
+    record = run_record(get_config(profile, [f"train.seed={seed}"], pair=pair))
+    return record.get("lr_horizons") if record else None
+
+
 def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int, out: Path,
                   progress: bool = False) -> dict:
-    """Train from scratch with the fixed mask `spec` (Table 2's "from scratch" column)."""
+    """Train from scratch with the fixed mask `spec` (Table 2's "from scratch" column), with the
+    baseline's learning rates (under linear_clock, its horizons)."""
     cfg = scratch_config(profile, pair, seed, spec, max_steps)
     path = out / f"scratch-{cfg.digest()}.json"
     if (row := _read(path)) is None:
-        results = train(cfg, progress)
+        results = train(cfg, progress, horizons=baseline_horizons(profile, pair, seed))
         layers = cfg.model.layer_counts()
         masks = parse_mask_spec(spec, layers, cfg.model.n_heads)
         test = main_test_set(pair)

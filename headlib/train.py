@@ -17,6 +17,7 @@ tokens of the whole update, so any world size computes the same gradient.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -66,15 +67,32 @@ def run_dir(cfg: Config) -> Path:
     return artifacts_dir() / "runs" / f"{cfg.data.pair}-{cfg.profile}-{cfg.digest(__version__)}"
 
 
-def lr_at(step: int, cfg: Config) -> float:
+def lr_at(step: int, cfg: Config, horizons: list[list[int]] = ()) -> float:
     """Linear warmup to `lr`, then the inverse-sqrt decay lr * sqrt(warmup / step) (App. B.3) or,
-    with ``train.schedule=linear``, a linear decay that reaches 0 at `max_steps`."""
+    with ``train.schedule=linear``, a linear decay that reaches 0 at `max_steps`.
+
+    ``linear_clock`` decays linearly too, re-aimed at each [update, horizon] of `horizons` (the
+    clock's estimate, at each dev evaluation, of the update at which the time budget runs out):
+    after that update, from the rate reached there to 0 at that horizon.
+    """
     t, step = cfg.train, max(step, 1)
     if step < t.warmup:   # lr * (step / warmup), not (lr * step) / warmup: the committed runs' rounding
         return t.lr * (step / t.warmup)
-    if t.schedule == "linear":
-        return t.lr * max(t.max_steps - step, 0) / max(t.max_steps - t.warmup, 1)
-    return t.lr * math.sqrt(t.warmup / step)
+    if t.schedule == "inverse_sqrt":
+        return t.lr * math.sqrt(t.warmup / step)
+    lr, start, end = t.lr, t.warmup, t.max_steps
+    for at, horizon in horizons if t.schedule == "linear_clock" else ():
+        if at >= step:
+            break
+        lr, start, end = lr * max(end - at, 0) / max(end - start, 1), at, horizon
+    return lr * max(end - step, 0) / max(end - start, 1)
+
+
+def clock_horizon(step: int, elapsed: float, cfg: Config) -> int:
+    """The update at which the time budget runs out, at the mean pace (evaluations included) of
+    the `step` updates done in `elapsed` seconds; at most `max_steps`, at least the next update."""
+    left = cfg.train.max_minutes * 60 - elapsed
+    return max(step + 1, min(step + int(left * step / max(elapsed, 1e-9)), cfg.train.max_steps))
 
 
 def device() -> torch.device:
@@ -88,17 +106,29 @@ def machine() -> dict:
     dev = device()
     if dev.type == "cuda":
         return {"torch": torch.__version__, "device": torch.cuda.get_device_name(dev)}
+    return {"torch": torch.__version__, "device": "cpu", "isa": torch.backends.cpu.get_cpu_capability(),
+            "bf16": cpu_bf16(), "threads": torch.get_num_threads()}
+
+
+@functools.cache
+def cpu_bf16() -> str:
+    """The CPU's bf16 matrix instructions: "amx_bf16", "avx512_bf16" or "none"."""
     try:
         flags = set(Path("/proc/cpuinfo").read_text().split())
     except OSError:
         flags = set()
-    bf16 = "amx_bf16" if "amx_bf16" in flags else "avx512_bf16" if "avx512_bf16" in flags else "none"
-    return {"torch": torch.__version__, "device": "cpu", "isa": torch.backends.cpu.get_cpu_capability(),
-            "bf16": bf16, "threads": torch.get_num_threads()}
+    return "amx_bf16" if "amx_bf16" in flags else "avx512_bf16" if "avx512_bf16" in flags else "none"
+
+
+def uses_bf16(cfg: Config, dev: torch.device) -> bool:
+    """Whether training autocasts to bf16 on `dev`: `train.bf16`, and with `bf16_if_fast` only on a
+    GPU or a CPU with AMX (on AVX512-BF16 alone, fp32 measured faster: README, "Why bf16 only with AMX")."""
+    t = cfg.train
+    return t.bf16 and (not t.bf16_if_fast or dev.type == "cuda" or cpu_bf16() == "amx_bf16")
 
 
 def autocast(cfg: Config, dev: torch.device):
-    return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.train.bf16)
+    return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=uses_bf16(cfg, dev))
 
 
 def token_loss(model, src, tgt_in, tgt_out, label_smoothing: float, gates=None, fused: bool = False):
@@ -130,10 +160,12 @@ class Trainer:
     """One training run; `fit()` resumes from `last.pt` if it exists."""
 
     def __init__(self, cfg: Config, out: Path | None = None, progress: bool = True, replay_steps: int = 0,
-                 replay_snapshots: list[int] | None = None):
+                 replay_snapshots: list[int] | None = None, replay_horizons: list[list[int]] | None = None):
         self.cfg, self.out, self.progress = cfg, Path(out or run_dir(cfg)), progress
         self.replay_steps = replay_steps          # > 0: stop where the clock stopped the committed run
         self.replay_snapshots = replay_snapshots  # the steps the committed run averaged (finalize)
+        self.replay_horizons = replay_horizons    # linear_clock: the horizons of the committed run (or,
+                                                  # for a run from scratch or a lottery ticket, of its baseline)
         self.world = int(os.environ.get("WORLD_SIZE", 1))
         if self.world > 1 and not dist.is_initialized():
             dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
@@ -151,9 +183,12 @@ class Trainer:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr, betas=cfg.train.betas,
                                     eps=cfg.train.adam_eps)
         self.state = {"step": 0, "epoch": 0, "pos": 0, "best_bleu": -1.0, "bad_evals": 0,
-                      "elapsed": 0.0, "tokens": 0, "history": [], "snapshots": [], "stopped": ""}
+                      "elapsed": 0.0, "tokens": 0, "history": [], "snapshots": [], "stopped": "",
+                      "horizons": []}
         if (self.out / "last.pt").is_file():
             self._load(self.out / "last.pt")
+        if replay_horizons is not None:   # the rates of the run replayed (or of a derived run's baseline)
+            self.state["horizons"] = [list(h) for h in replay_horizons]
 
     # -- checkpoints --------------------------------------------------------------------------
     def _save_last(self):
@@ -168,6 +203,7 @@ class Trainer:
         self.model.load_state_dict(ckpt["model"])
         self.opt.load_state_dict(ckpt["optimizer"])
         self.state = ckpt["state"]
+        self.state.setdefault("horizons", [])   # checkpoints written before linear_clock
         torch.set_rng_state(ckpt["rng"]["torch"])
         random.setstate(ckpt["rng"]["python"])
 
@@ -175,7 +211,7 @@ class Trainer:
     def _update(self, group: list[int]) -> tuple[float, int]:
         """One optimizer update over the micro-batches `group` (split across ranks)."""
         cfg, data = self.cfg, self.data.train
-        lr = lr_at(self.state["step"] + 1, cfg)
+        lr = lr_at(self.state["step"] + 1, cfg, self.state.get("horizons", []))
         for g in self.opt.param_groups:
             g["lr"] = lr
         total = sum(len(data.tgt[i]) + 1 for b in group for i in self.batches[b])  # whole update
@@ -227,6 +263,19 @@ class Trainer:
                     old.unlink()
         return dev["bleu"]
 
+    def _aim_at_clock(self, elapsed: float):
+        """linear_clock: re-aim the decay at the update where the budget runs out (rank 0's
+        estimate, shared, under DDP). A replay follows the horizons it was given instead."""
+        s, t = self.state, self.cfg.train
+        if t.schedule != "linear_clock" or not t.max_minutes or self.replay_horizons is not None or s["step"] < t.warmup:
+            return
+        horizon = clock_horizon(s["step"], elapsed, self.cfg)
+        if self.world > 1:
+            shared = torch.tensor([horizon], device=self.dev)
+            dist.broadcast(shared, 0)
+            horizon = int(shared.item())
+        s["horizons"].append([s["step"], horizon])
+
     def fit(self, stop_after: int | None = None) -> dict:
         """Train until max_steps / max_minutes / early stopping. `stop_after` simulates a crash
         after that many updates (for the resume test): it returns without finishing the run."""
@@ -255,12 +304,14 @@ class Trainer:
                         bar.set_postfix_str(f"dev BLEU {bleu:.1f} (best {s['best_bleu']:.1f})")
                     if s["bad_evals"] >= cfg.train.patience:
                         s["stopped"] = "early stopping"
+                    self._aim_at_clock(time.time() - t0)   # the evaluation's time counts
                 if s["step"] >= cfg.train.max_steps:
                     s["stopped"] = "max_steps"
                 if self.replay_steps and s["step"] >= self.replay_steps:
                     s["stopped"] = "max_minutes"
-                elif cfg.train.max_minutes and not self.replay_steps and s["elapsed"] >= cfg.train.max_minutes * 60:
-                    s["stopped"] = "max_minutes"
+                elif cfg.train.max_minutes and not self.replay_steps and (
+                        s["elapsed"] >= cfg.train.max_minutes * 60 or s["horizons"] and s["step"] >= s["horizons"][-1][1]):
+                    s["stopped"] = "max_minutes"   # the budget is spent, or the rate it allows has reached 0
                 if self.world > 1:  # every rank stops together
                     flag = torch.tensor([1 if s["stopped"] else 0], device=self.dev)
                     dist.broadcast(flag, 0)
@@ -327,6 +378,10 @@ def finalize(trainer: Trainer) -> dict:
                "dev_best_vs_averaged": dev_scores, "chosen_weights": chosen, "dev_beam_by_alpha": alphas,
                "averaged_snapshots": [int(n[5:12]) for n in s["snapshots"]] if "averaged" in candidates else [],
                "len_alpha": alpha, "test": tests}
+    if cfg.train.schedule == "linear_clock":   # what a replay needs to follow the same rates
+        results["lr_horizons"] = s["horizons"]
+    if cfg.train.bf16_if_fast:                 # the precision this machine chose
+        results["bf16_autocast"] = uses_bf16(cfg, trainer.dev)
     write_json(out / "results.json", results)
     return results
 
@@ -356,6 +411,13 @@ def committed_snapshots(cfg: Config) -> list[int] | None:
     at the stop."""
     record = committed_record(cfg)
     return record.get("averaged_snapshots") if record else None
+
+
+def committed_horizons(cfg: Config) -> list[list[int]] | None:
+    """The [update, horizon] pairs at which this config's committed run re-aimed its linear_clock
+    decay: a replay follows them instead of its own clock."""
+    record = committed_record(cfg)
+    return record.get("lr_horizons") if record else None
 
 
 def run_record(cfg: Config) -> dict | None:
@@ -394,12 +456,14 @@ def replay_warning(record: dict, here: dict) -> str | None:
             "): its rounding differs, so the model will not be bitwise the committed one and pages keyed by it re-execute")
 
 
-def train(cfg: Config, progress: bool = True) -> dict:
-    """Train (or resume) and evaluate one config; a finished run is read from its cache."""
+def train(cfg: Config, progress: bool = True, horizons: list[list[int]] | None = None) -> dict:
+    """Train (or resume) and evaluate one config; a finished run is read from its cache.
+    `horizons`: follow these linear_clock horizons (a baseline's) instead of the committed run's."""
     out = run_dir(cfg)
     if (out / "results.json").is_file():
         return json.loads((out / "results.json").read_text())
-    trainer = Trainer(cfg, out, progress, replay_steps=committed_steps(cfg), replay_snapshots=committed_snapshots(cfg))
+    trainer = Trainer(cfg, out, progress, replay_steps=committed_steps(cfg), replay_snapshots=committed_snapshots(cfg),
+                      replay_horizons=committed_horizons(cfg) if horizons is None else horizons)
     if trainer.replay_steps and trainer.rank == 0 and (warning := replay_warning(committed_record(cfg), machine())):
         print(f"{out.name}: {warning}", file=sys.stderr, flush=True)
     trainer.fit()

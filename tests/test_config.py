@@ -93,7 +93,8 @@ def test_config_is_frozen():
 
 
 OTHER_VALUES = {"model.head_mask": "enc-self:1011/0001", "model.positions": "halves", "data.test_limit": 5,
-                "model.dropout_masks": "int16", "train.fused_loss": True, "train.schedule": "linear"}
+                "model.dropout_masks": "int16", "train.fused_loss": True, "train.schedule": "linear",
+                "train.bf16_if_fast": True}
 
 
 @pytest.mark.parametrize("key", sorted(UNHASHED_DEFAULTS))

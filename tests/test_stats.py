@@ -2,7 +2,7 @@
 runs that chose the cpu profile's recipe."""
 import pytest
 
-from headlib.stats import RECIPE_RUNS, recipe_records, recipe_table
+from headlib.stats import RECIPE_RUNS, WIDE_ALPHA_RUN, recipe_records, recipe_table
 
 
 def _record(schedule=None, bf16=True, machine=None, bleu=30.0):
@@ -10,7 +10,7 @@ def _record(schedule=None, bf16=True, machine=None, bleu=30.0):
     if schedule:
         train["schedule"] = schedule
     record = {"pair": "en-de", "config": {"train": train}, "steps": 1234, "train_tokens": 2_500_000,
-              "tokens_per_second": 925.9, "train_minutes": 45.0,
+              "tokens_per_second": 925.9, "train_minutes": 45.0, "len_alpha": 1.0,
               "test": {"test_2016_flickr": {"beam": {"bleu": bleu}}, "test_2017_flickr": {"beam": {"bleu": 1.0}}}}
     if machine:
         record["machine"] = {"bf16": machine}
@@ -28,13 +28,27 @@ def test_recipe_table_describes_each_run_from_its_record():
     assert table["target tokens (M)"].tolist() == [2.5, 2.5]
     assert table["BLEU beam (test_2016_flickr)"].tolist() == [30.0, 36.5]   # the main test set, not another
 
+    clocked = _record(schedule="linear_clock", machine="amx_bf16") | {"lr_horizons": [[800, 4100], [1200, 4321]]}
+    on_avx512 = _record(schedule="linear_clock", machine="avx512_bf16") | {"bf16_autocast": False}
+    table = recipe_table([clocked, on_avx512])
+    assert table["schedule"].tolist() == ["linear to 0 where the clock runs out (aimed at 4,321)",
+                                          "linear to 0 where the clock runs out"]
+    assert table["precision"].tolist() == ["bf16 autocast", "fp32"]   # what the machine chose (bf16_if_fast)
+
 
 def test_the_runs_that_chose_the_recipe_are_committed(tmp_path):
     records = recipe_records()
     assert len(records) == len(RECIPE_RUNS)
     table = recipe_table(records)
-    assert table["precision"].iloc[0] == "bf16 autocast" and (table["precision"].iloc[1:] == "fp32").all()
+    assert table["precision"].iloc[0] == "bf16 autocast"
+    assert (table[table["machine"] == "avx512_bf16"]["precision"] == "fp32").all()
+    clock = table[table["schedule"].str.startswith("linear to 0 where")]
+    assert len(clock) and (clock["machine"] == "amx_bf16").all() and (clock["precision"] == "bf16 autocast").all()
     assert (table["pair"] == "en-de").all() and table["minutes"].max() <= 45.1
     assert table["updates"].iloc[0] == records[0]["steps"]
     with pytest.raises(FileNotFoundError, match=RECIPE_RUNS[0].split("/")[-1]):   # names the missing record
         recipe_records(tmp_path)
+    wide, = recipe_records(names=(WIDE_ALPHA_RUN,))
+    same = next(r for r in records if r["run_dir"] != wide["run_dir"] and r.get("lr_horizons") == wide["lr_horizons"])
+    assert same["history"] == wide["history"]                     # the same training, finalized twice
+    assert max(wide["dev_beam_by_alpha"], key=float) == "2.2" and max(same["dev_beam_by_alpha"], key=float) == "1.4"

@@ -260,7 +260,7 @@ def test_inverse_sqrt_schedule_is_bitwise_the_committed_runs_formula(profile, ov
 
 def test_the_linear_schedule_warms_up_with_the_same_rounding():
     cfg = get_config("cpu")
-    assert cfg.train.schedule == "linear"
+    assert cfg.train.schedule == "linear_clock"
     lr, warmup = cfg.train.lr, cfg.train.warmup
     for step in range(1, warmup + 1):
         assert lr_at(step, cfg) == lr * (step / warmup), step
@@ -274,6 +274,107 @@ def test_linear_schedule_decays_to_zero_at_max_steps():
     assert lr_at(30, cfg) == 0.0 and lr_at(35, cfg) == 0.0
     with pytest.raises(ValueError, match="train.schedule"):
         get_config("smoke", ["train.schedule=cosine"])
+
+
+def test_the_clock_schedule_re_aims_its_linear_decay_at_each_horizon():
+    from dataclasses import replace
+    cfg = get_config("smoke", ["train.lr=1e-3", "train.warmup=10", "train.max_steps=100",
+                               "train.schedule=linear_clock"])
+    linear = replace(cfg, train=replace(cfg.train, schedule="linear"))
+    assert all(lr_at(s, cfg) == lr_at(s, linear) for s in range(1, 120))   # no horizon yet: linear to max_steps
+    horizons = [[10, 50], [30, 40]]
+    assert lr_at(10, cfg, horizons) == 1e-3                     # an update at a horizon's own step keeps the old line
+    assert lr_at(20, cfg, horizons) == pytest.approx(1e-3 * 30 / 40)   # after 10: from 1e-3 to 0 at 50
+    assert lr_at(30, cfg, horizons) == pytest.approx(0.5e-3)
+    assert lr_at(35, cfg, horizons) == pytest.approx(0.25e-3)  # after 30: from 0.5e-3 (reached there) to 0 at 40
+    assert lr_at(40, cfg, horizons) == 0.0 and lr_at(60, cfg, horizons) == 0.0
+    assert lr_at(20, linear, horizons) == lr_at(20, linear)     # the other schedules have no horizons
+
+
+def test_clock_horizon_is_where_the_budget_runs_out_at_the_pace_so_far():
+    from headlib.train import clock_horizon
+    cfg = get_config("smoke", ["train.max_minutes=3", "train.max_steps=1000"])
+    assert clock_horizon(100, 60.0, cfg) == 300                 # 120 s left at 100 updates a minute
+    assert clock_horizon(100, 60.0, get_config("smoke", ["train.max_minutes=3", "train.max_steps=250"])) == 250
+    assert clock_horizon(100, 200.0, cfg) == 101                # over budget: the next update
+
+
+@pytest.mark.parametrize("bf16,if_fast,device,cpu_bf16,expected", [
+    (True, False, "cpu", "none", True), (False, True, "cuda", "amx_bf16", False),
+    (True, True, "cpu", "amx_bf16", True), (True, True, "cpu", "avx512_bf16", False),
+    (True, True, "cpu", "none", False), (True, True, "cuda", "none", True)])
+def test_bf16_if_fast_autocasts_only_on_a_gpu_or_a_cpu_with_amx(monkeypatch, bf16, if_fast, device, cpu_bf16, expected):
+    import headlib.train as train_module
+    monkeypatch.setattr(train_module, "cpu_bf16", lambda: cpu_bf16)
+    cfg = get_config("smoke", [f"train.bf16={bf16}", f"train.bf16_if_fast={if_fast}"])
+    assert train_module.uses_bf16(cfg, torch.device(device)) is expected
+
+
+class FakeClock:
+    """time.time() for headlib.train: one second later at every call."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def time(self):
+        self.now += 1.0
+        return self.now
+
+
+def test_a_clock_scheduled_run_stops_at_its_horizon_and_replays_bitwise(tmp_path, monkeypatch):
+    """linear_clock aims its decay at the update where the budget runs out, re-estimated at each
+    evaluation after warmup; the run stops when the rate reaches 0. A replay that follows the
+    recorded horizons and update count (a fresh machine, another clock) is bitwise the same run."""
+    import headlib.train as train_module
+    from headlib.train import committed_horizons, finalize, run_dir
+    from headlib.results import results_dir
+    cfg = get_config("smoke", ["train.schedule=linear_clock", "train.max_minutes=0.5", "train.max_steps=1000",
+                               "train.warmup=4", "train.eval_every=4", "train.patience=100",
+                               "data.dev_limit=8", "train.threads=1"])
+    with monkeypatch.context() as m:
+        m.setattr(train_module, "time", FakeClock())
+        clocked = Trainer(cfg, tmp_path / "clock", progress=False)
+        clocked.fit()
+    s = clocked.state
+    assert s["stopped"] == "max_minutes" and s["step"] < 30                  # ~1 s an update: under 30 updates
+    assert [h[0] for h in s["horizons"]] == list(range(4, s["step"] + 1, 4))  # one per evaluation
+    assert s["step"] == s["horizons"][-1][1] and lr_at(s["step"], cfg, s["horizons"]) == 0.0
+    assert lr_at(s["step"] - 1, cfg, s["horizons"]) > 0
+
+    trained = {k: v.clone() for k, v in clocked.model.state_dict().items()}   # finalize loads the chosen weights
+    results = finalize(clocked)
+    assert results["lr_horizons"] == s["horizons"]
+    committed = results_dir("smoke", "en-de", cfg.train.seed) / "training_results.json"
+    committed.parent.mkdir(parents=True, exist_ok=True)
+    committed.write_text(json.dumps(results | {"run_dir": run_dir(cfg).name}))
+    assert committed_horizons(cfg) == s["horizons"]
+
+    replay = Trainer(cfg, tmp_path / "replay", progress=False, replay_steps=s["step"],
+                     replay_horizons=committed_horizons(cfg))
+    replay.fit()
+    assert replay.state["horizons"] == s["horizons"] and replay.state["step"] == s["step"]
+    assert_same_tree(trained, replay.model.state_dict(), "model")
+    committed.unlink()
+
+
+def test_a_run_given_its_baselines_horizons_follows_the_baselines_rates(tmp_path):
+    """A run from scratch or a lottery ticket trains without a clock, to its baseline's updates;
+    given the baseline's horizons it updates with the baseline's learning rates, not a decay to its
+    own max_steps."""
+    cfg = get_config("smoke", ["train.schedule=linear_clock", "train.warmup=4", "train.max_steps=10",
+                               "train.eval_every=5", "data.dev_limit=8", "train.threads=1"])
+    horizons = [[4, 14], [8, 11]]
+    trainer = Trainer(cfg, tmp_path / "run", progress=False, replay_horizons=horizons)
+    rates, step = [], trainer.opt.step
+
+    def recording_step(*args, **kwargs):
+        rates.append(trainer.opt.param_groups[0]["lr"])
+        return step(*args, **kwargs)
+
+    trainer.opt.step = recording_step
+    trainer.fit()
+    assert rates == [lr_at(i, cfg, horizons) for i in range(1, 11)]
+    assert rates[8] != lr_at(9, cfg)                                     # not the decay to max_steps
 
 
 def test_token_loss_equals_mean_of_per_token_losses():
