@@ -211,7 +211,7 @@ class Trainer:
     def _update(self, group: list[int]) -> tuple[float, int]:
         """One optimizer update over the micro-batches `group` (split across ranks)."""
         cfg, data = self.cfg, self.data.train
-        lr = lr_at(self.state["step"] + 1, cfg, self.state.get("horizons", []))
+        lr = lr_at(self.state["step"] + 1, cfg, self.state["horizons"])
         for g in self.opt.param_groups:
             g["lr"] = lr
         total = sum(len(data.tgt[i]) + 1 for b in group for i in self.batches[b])  # whole update
