@@ -81,7 +81,7 @@ def _rewound(checkpoint: Path, out: Path, masks: dict[str, torch.Tensor]) -> Non
 
 
 def _trainer(cfg, out: Path, progress: bool, horizons: list[list[int]] | None) -> Trainer:
-    trainer = Trainer(cfg, out, progress, replay_horizons=horizons)   # the baseline's learning rates
+    trainer = Trainer(cfg, out, progress, horizons=horizons)   # the baseline's learning rates
     trainer.state["stopped"] = ""  # a finished phase is continued by a later phase's max_steps
     return trainer
 

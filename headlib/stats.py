@@ -143,6 +143,17 @@ def recipe_records(root: Path = REPO / "results" / "cpu", names: tuple[str, ...]
     return [json.loads((root / name).read_text()) for name in names]
 
 
+def wide_alpha_choice(record: dict, grid: tuple[float, ...]) -> dict:
+    """What a finalization over a wider length-normalization grid (`record`) chose on dev against
+    the best alpha of `grid`: both alphas, the dev margin (beam BLEU) and the test BLEU it got."""
+    by_alpha = {float(a): b for a, b in record["dev_beam_by_alpha"].items()}
+    narrow = max((a for a in by_alpha if a <= max(grid)), key=by_alpha.get)
+    test = main_test_set(record["pair"])
+    return {"low": min(by_alpha), "high": max(by_alpha), "chosen": record["len_alpha"], "grid_best": narrow,
+            "dev_margin": by_alpha[record["len_alpha"]] - by_alpha[narrow], "test_set": test,
+            "test_bleu": record["test"][test]["beam"]["bleu"]}
+
+
 def recipe_table(records: list[dict]) -> pd.DataFrame:
     """One row per run record (`training_results.json` of one run), in the order given: the recipe
     (schedule, peak learning rate, tokens per batch, precision), the machine's bf16 instructions,

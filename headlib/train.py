@@ -160,12 +160,13 @@ class Trainer:
     """One training run; `fit()` resumes from `last.pt` if it exists."""
 
     def __init__(self, cfg: Config, out: Path | None = None, progress: bool = True, replay_steps: int = 0,
-                 replay_snapshots: list[int] | None = None, replay_horizons: list[list[int]] | None = None):
+                 replay_snapshots: list[int] | None = None, horizons: list[list[int]] | None = None):
         self.cfg, self.out, self.progress = cfg, Path(out or run_dir(cfg)), progress
         self.replay_steps = replay_steps          # > 0: stop where the clock stopped the committed run
         self.replay_snapshots = replay_snapshots  # the steps the committed run averaged (finalize)
-        self.replay_horizons = replay_horizons    # linear_clock: the horizons of the committed run (or,
-                                                  # for a run from scratch or a lottery ticket, of its baseline)
+        # linear_clock: given horizons (the committed run's in a replay, a run from scratch's or a
+        # lottery ticket's baseline's) are followed instead of the clock's estimates
+        self.own_clock = horizons is None
         self.world = int(os.environ.get("WORLD_SIZE", 1))
         if self.world > 1 and not dist.is_initialized():
             dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
@@ -187,8 +188,8 @@ class Trainer:
                       "horizons": []}
         if (self.out / "last.pt").is_file():
             self._load(self.out / "last.pt")
-        if replay_horizons is not None:   # the rates of the run replayed (or of a derived run's baseline)
-            self.state["horizons"] = [list(h) for h in replay_horizons]
+        if horizons is not None:
+            self.state["horizons"] = [list(h) for h in horizons]
 
     # -- checkpoints --------------------------------------------------------------------------
     def _save_last(self):
@@ -267,7 +268,7 @@ class Trainer:
         """linear_clock: re-aim the decay at the update where the budget runs out (rank 0's
         estimate, shared, under DDP). A replay follows the horizons it was given instead."""
         s, t = self.state, self.cfg.train
-        if t.schedule != "linear_clock" or not t.max_minutes or self.replay_horizons is not None or s["step"] < t.warmup:
+        if t.schedule != "linear_clock" or not t.max_minutes or not self.own_clock or s["step"] < t.warmup:
             return
         horizon = clock_horizon(s["step"], elapsed, self.cfg)
         if self.world > 1:
@@ -463,7 +464,7 @@ def train(cfg: Config, progress: bool = True, horizons: list[list[int]] | None =
     if (out / "results.json").is_file():
         return json.loads((out / "results.json").read_text())
     trainer = Trainer(cfg, out, progress, replay_steps=committed_steps(cfg), replay_snapshots=committed_snapshots(cfg),
-                      replay_horizons=committed_horizons(cfg) if horizons is None else horizons)
+                      horizons=committed_horizons(cfg) if horizons is None else horizons)
     if trainer.replay_steps and trainer.rank == 0 and (warning := replay_warning(committed_record(cfg), machine())):
         print(f"{out.name}: {warning}", file=sys.stderr, flush=True)
     trainer.fit()

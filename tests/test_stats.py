@@ -2,7 +2,7 @@
 runs that chose the cpu profile's recipe."""
 import pytest
 
-from headlib.stats import RECIPE_RUNS, WIDE_ALPHA_RUN, recipe_records, recipe_table
+from headlib.stats import RECIPE_RUNS, WIDE_ALPHA_RUN, recipe_records, recipe_table, wide_alpha_choice
 
 
 def _record(schedule=None, bf16=True, machine=None, bleu=30.0):
@@ -52,3 +52,11 @@ def test_the_runs_that_chose_the_recipe_are_committed(tmp_path):
     same = next(r for r in records if r["run_dir"] != wide["run_dir"] and r.get("lr_horizons") == wide["lr_horizons"])
     assert same["history"] == wide["history"]                     # the same training, finalized twice
     assert max(wide["dev_beam_by_alpha"], key=float) == "2.2" and max(same["dev_beam_by_alpha"], key=float) == "1.4"
+
+
+def test_wide_alpha_choice_compares_the_wide_grids_pick_with_the_profiles():
+    record = _record(bleu=35.6) | {"len_alpha": 2.2, "dev_beam_by_alpha": {"0.6": 37.0, "1.4": 38.28, "1.8": 38.3, "2.2": 38.34}}
+    choice = wide_alpha_choice(record, (0.6, 1.0, 1.4))
+    assert (choice["low"], choice["high"], choice["chosen"], choice["grid_best"]) == (0.6, 2.2, 2.2, 1.4)
+    assert choice["dev_margin"] == pytest.approx(0.06) and choice["test_bleu"] == 35.6
+    assert choice["test_set"] == "test_2016_flickr"

@@ -350,7 +350,7 @@ def test_a_clock_scheduled_run_stops_at_its_horizon_and_replays_bitwise(tmp_path
     assert committed_horizons(cfg) == s["horizons"]
 
     replay = Trainer(cfg, tmp_path / "replay", progress=False, replay_steps=s["step"],
-                     replay_horizons=committed_horizons(cfg))
+                     horizons=committed_horizons(cfg))
     replay.fit()
     assert replay.state["horizons"] == s["horizons"] and replay.state["step"] == s["step"]
     assert_same_tree(trained, replay.model.state_dict(), "model")
@@ -364,7 +364,7 @@ def test_a_run_given_its_baselines_horizons_follows_the_baselines_rates(tmp_path
     cfg = get_config("smoke", ["train.schedule=linear_clock", "train.warmup=4", "train.max_steps=10",
                                "train.eval_every=5", "data.dev_limit=8", "train.threads=1"])
     horizons = [[4, 14], [8, 11]]
-    trainer = Trainer(cfg, tmp_path / "run", progress=False, replay_horizons=horizons)
+    trainer = Trainer(cfg, tmp_path / "run", progress=False, horizons=horizons)
     rates, step = [], trainer.opt.step
 
     def recording_step(*args, **kwargs):
