@@ -115,6 +115,24 @@ def positional_heads(maps: list[torch.Tensor], threshold: float = 0.9, eos_mode:
     return pd.DataFrame(rows)
 
 
+def offset_shares(maps: list[torch.Tensor], offsets=range(-2, 3), eos_mode: str = "exclude-both") -> torch.Tensor:
+    """Per head, the share of queries whose argmax (EOS excluded) falls at each relative offset
+    (key - query) of `offsets` -> (layer, head, offset). `positional_heads`' fraction is the
+    largest of these shares when its offset is among them."""
+    offsets = torch.tensor(list(offsets))
+    L, H = maps[0].shape[:2]
+    hits, count = torch.zeros(L, H, len(offsets)), 0
+    for m in maps:
+        q, k = _query_key_slices(m.size(-1), eos_mode)
+        sub = m[:, :, q, k]
+        if sub.size(-1) == 0 or sub.size(-2) == 0:
+            continue
+        offset = sub.argmax(-1) - torch.arange(sub.size(-2))                 # (L, H, Q)
+        hits += (offset[..., None] == offsets).sum(-2)                       # (L, H, offsets)
+        count += sub.size(-2)
+    return hits / max(count, 1)
+
+
 # -- syntax -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Parsed:
@@ -345,3 +363,17 @@ def rare_word_rates(maps: list[torch.Tensor], src_ids: list[list[int]], freq: Co
     rows = [{"layer": l + 1, "head": h + 1, "rarest": float(rarest_hits[l, h]) / max(n, 1),
              "top2": float(top2_hits[l, h]) / max(n, 1), "n": n} for l in range(L) for h in range(H)]
     return pd.DataFrame(rows)
+
+
+# -- over training ------------------------------------------------------------------------------
+def head_statistics(model, bpe, sentences, freq: Counter) -> dict:
+    """Each encoder head's confidence, share of argmax at offsets -2..+2 and rare-token rate
+    (`rarest` of `rare_word_rates`, with training frequencies `freq`) on `sentences`: one forward
+    pass. JSON-ready nested lists indexed [layer][head] (offsets: [layer][head][offset])."""
+    maps = encoder_attention(model, bpe, sentences)
+    L, H = maps[0].shape[:2]
+    rare = rare_word_rates(maps, bpe.encode_batch(sentences), freq)["rarest"].to_numpy().reshape(L, H)
+    return {"sentences": len(sentences), "offsets": list(range(-2, 3)),
+            "confidence": confidence(maps).round(decimals=4).tolist(),
+            "offset_share": offset_shares(maps).round(decimals=4).tolist(),
+            "rare_rate": rare.round(4).tolist()}

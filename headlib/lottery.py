@@ -80,8 +80,8 @@ def _rewound(checkpoint: Path, out: Path, masks: dict[str, torch.Tensor]) -> Non
     torch_save(out / "last.pt", ckpt)
 
 
-def _trainer(cfg, out: Path, progress: bool, horizons: list[list[int]] | None) -> Trainer:
-    trainer = Trainer(cfg, out, progress, horizons=horizons)   # the baseline's learning rates
+def _trainer(cfg, out: Path, progress: bool) -> Trainer:
+    trainer = Trainer(cfg, out, progress)
     trainer.state["stopped"] = ""  # a finished phase is continued by a later phase's max_steps
     return trainer
 
@@ -89,7 +89,7 @@ def _trainer(cfg, out: Path, progress: bool, horizons: list[list[int]] | None) -
 def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool = False) -> dict:
     """The lottery point of the (profile, pair, seed) baseline; resumable at every phase."""
     model, bpe, base = trained_model(profile, pair, seed)
-    total, horizons = base["steps"], base.get("lr_horizons")
+    total = base["steps"]
     prune_at, rewind_to = cfg.updates(total)
     out = results_dir(profile, pair, seed) / "lottery"
     path = out / point_name(cfg, total)
@@ -102,23 +102,23 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
             row["speed"] = encoder_speed(model, bpe, pair, load_model(final)[0], hard_concrete)
             write_json(path, row)
         return row
-    early_cfg = get_config(profile, [f"train.seed={seed}", "train.max_minutes=0"], pair=pair)
+    early_cfg = get_config(profile, [f"train.seed={seed}"], pair=pair)   # the baseline's recipe and rates
     work = artifacts_dir() / "lottery" / f"{run_dir(early_cfg).name}-k{cfg.k}-p{prune_at}-r{rewind_to}"
     early_dir, rewind = work / "early", work / "rewind.pt"
-    # 1. early phase, keeping the state at `rewind_to`
+    # 1. early phase, keeping the state at `rewind_to`; the baseline's learning rates throughout
+    # (its decay to 0 at `total`, not at `prune_at`)
     if not rewind.is_file():
         shutil.rmtree(early_dir, ignore_errors=True)
-        trainer = _trainer(replace(early_cfg, train=replace(early_cfg.train, max_steps=max(rewind_to, 1))),
-                           early_dir, progress, horizons)
+        trainer = _trainer(early_cfg, early_dir, progress)
+        early_dir.mkdir(parents=True)
         if rewind_to:
-            trainer.fit()
-        else:  # rewind to the initial weights
-            early_dir.mkdir(parents=True)
-            trainer._save_last()
+            trainer.fit(stop_after=rewind_to)
+        trainer._save_last()   # rewind_to = 0: the initial weights
         shutil.copyfile(early_dir / "last.pt", rewind)
-    trainer = _trainer(replace(early_cfg, train=replace(early_cfg.train, max_steps=prune_at)), early_dir, progress, horizons)
+    trainer = _trainer(early_cfg, early_dir, progress)
     if trainer.state["step"] < prune_at:
-        trainer.fit()
+        trainer.fit(stop_after=prune_at)
+        trainer._save_last()
     history = trainer.state["history"]
     early = {"steps": prune_at, "minutes": round(trainer.state["elapsed"] / 60, 2),
              "dev_bleu": history[-1]["dev_bleu"] if history and history[-1]["step"] == prune_at
@@ -132,7 +132,7 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
     ticket_dir = work / "ticket"
     if not (ticket_dir / "last.pt").is_file():
         _rewound(rewind, ticket_dir, {"enc-self": mask})
-    trainer = _trainer(ticket_cfg, ticket_dir, progress, horizons)
+    trainer = _trainer(ticket_cfg, ticket_dir, progress)
     if trainer.state["step"] < total:
         trainer.fit()
     rewind_minutes = torch.load(rewind, map_location="cpu", weights_only=False)["state"]["elapsed"] / 60

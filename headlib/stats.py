@@ -162,10 +162,9 @@ def recipe_table(records: list[dict]) -> pd.DataFrame:
     for r in records:
         t, machine = r["config"]["train"], r.get("machine", {})
         test = main_test_set(r["pair"])
-        schedule = {"linear": f"linear to 0 at {t['max_steps']:,}",
-                    "linear_clock": "linear to 0 where the clock runs out" +
-                    (f" (aimed at {r['lr_horizons'][-1][1]:,})" if r.get("lr_horizons") else "")
-                    }.get(t.get("schedule"), "inverse square root")
+        name = t.get("schedule", "inverse_sqrt")
+        schedule = {"linear": f"linear to 0 at {t['max_steps']:,}", "inverse_sqrt": "inverse square root"
+                    }.get(name, f"{name} (a v1 wall-clock recipe)")
         rows.append({"pair": r["pair"], "schedule": schedule,
                      "peak lr": f"{t['lr']:g}", "tokens per batch": t["max_tokens"] * t["accum"],
                      "precision": "bf16 autocast" if r.get("bf16_autocast", t["bf16"]) else "fp32", "seed": t["seed"],

@@ -119,22 +119,14 @@ def scratch_config(profile: str, pair: str, seed: int, spec: str, max_steps: int
                                 f"train.max_steps={max_steps}", "train.max_minutes=0"], pair=pair)
 
 
-def baseline_horizons(profile: str, pair: str, seed: int) -> list[list[int]] | None:
-    """The linear_clock horizons of the (profile, pair, seed) baseline run, if it has any: a run
-    derived from it (from scratch, a lottery ticket) follows its learning rates, not a decay to
-    its own max_steps."""
-    record = run_record(get_config(profile, [f"train.seed={seed}"], pair=pair))
-    return record.get("lr_horizons") if record else None
-
-
 def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int, out: Path,
                   progress: bool = False) -> dict:
-    """Train from scratch with the fixed mask `spec` (Table 2's "from scratch" column), with the
-    baseline's learning rates (under linear_clock, its horizons)."""
+    """Train from scratch with the fixed mask `spec` (Table 2's "from scratch" column): the
+    baseline's recipe, its decay stretched to `max_steps`."""
     cfg = scratch_config(profile, pair, seed, spec, max_steps)
     path = out / f"scratch-{cfg.digest()}.json"
     if (row := _read(path)) is None:
-        results = train(cfg, progress, horizons=baseline_horizons(profile, pair, seed))
+        results = train(cfg, progress)
         layers = cfg.model.layer_counts()
         masks = parse_mask_spec(spec, layers, cfg.model.n_heads)
         test = main_test_set(pair)

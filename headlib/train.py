@@ -2,13 +2,16 @@
 accumulation, dev BLEU with early stopping, checkpoint averaging, atomic resumable checkpoints.
 
 A run lives in `artifacts/runs/<pair>-<profile>-<hash>/` where the hash covers the config and the
-headlib version; a finished run is never retrained (`results.json` is the marker).
+results version (`headlib.RESULTS_VERSION`, bumped when code changes numbers); a finished run is
+never retrained (`results.json` is the marker). A recipe is a number of updates, so a run is the
+same model on every machine up to kernel rounding; reruns are reproducible within the seeds' spread.
 
     last.pt     model, optimizer, step, data-iterator position, RNG state, history (resume)
     best.pt     weights with the best dev BLEU
     snap-*.pt   weights at the last `average_last` evaluations (checkpoint averaging)
     final.pt    the model used downstream (best or averaged, whichever has higher dev BLEU)
-    results.json  dev/test BLEU, chrF and sacrebleu signatures, training statistics
+    results.json  dev/test BLEU, chrF and sacrebleu signatures, training statistics, the
+                encoder heads' statistics at each evaluation (`history[i]["heads"]`)
 
 Distributed: under `torchrun`, each update's micro-batches are split across ranks
 (DistributedDataParallel; gloo on CPU, nccl on GPU); the loss is normalised by the target
@@ -23,21 +26,22 @@ import json
 import math
 import os
 import random
-import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from . import __version__
+from . import RESULTS_VERSION, __version__
 from .batching import Encoded, collate, epoch_order, make_batches
 from .bpe import BPE, PAD_ID, cached_bpe
-from .config import Config, ModelConfig, without_later_defaults
+from .config import Config, ModelConfig
 from .data import Corpus, load_split, test_sets
 from .decode import score, translate
 from .files import artifacts_dir, torch_save, write_json
+from .heads import head_statistics, piece_frequencies
 from .loss import linear_cross_entropy, reference_cross_entropy
 from .model import Transformer
 
@@ -47,13 +51,14 @@ class Prepared:
     bpe: BPE
     train: Encoded
     dev: Corpus
+    src_freq: Counter   # training frequency of each source piece (rare-token rates, Sec. 5.3)
 
 
 def prepare_data(cfg: Config) -> Prepared:
     train = load_split(cfg.data.pair, "train").head(cfg.data.train_limit)
     dev = load_split(cfg.data.pair, "dev").head(cfg.data.dev_limit)
     bpe = cached_bpe(train.src, train.tgt, cfg.data.bpe_vocab)
-    return Prepared(bpe, encode_corpus(bpe, train, cfg.data.max_len), dev)
+    return Prepared(bpe, encode_corpus(bpe, train, cfg.data.max_len), dev, piece_frequencies(bpe, train.src))
 
 
 def encode_corpus(bpe: BPE, corpus: Corpus, max_len: int) -> Encoded:
@@ -64,35 +69,18 @@ def encode_corpus(bpe: BPE, corpus: Corpus, max_len: int) -> Encoded:
 
 
 def run_dir(cfg: Config) -> Path:
-    return artifacts_dir() / "runs" / f"{cfg.data.pair}-{cfg.profile}-{cfg.digest(__version__)}"
+    return artifacts_dir() / "runs" / f"{cfg.data.pair}-{cfg.profile}-{cfg.digest(f'results-v{RESULTS_VERSION}')}"
 
 
-def lr_at(step: int, cfg: Config, horizons: list[list[int]] = ()) -> float:
+def lr_at(step: int, cfg: Config) -> float:
     """Linear warmup to `lr`, then the inverse-sqrt decay lr * sqrt(warmup / step) (App. B.3) or,
-    with ``train.schedule=linear``, a linear decay that reaches 0 at `max_steps`.
-
-    ``linear_clock`` decays linearly too, re-aimed at each [update, horizon] of `horizons` (the
-    clock's estimate, at each dev evaluation, of the update at which the time budget runs out):
-    after that update, from the rate reached there to 0 at that horizon.
-    """
+    with ``train.schedule=linear``, a linear decay that reaches 0 at `max_steps`."""
     t, step = cfg.train, max(step, 1)
-    if step < t.warmup:   # lr * (step / warmup), not (lr * step) / warmup: the committed runs' rounding
-        return t.lr * (step / t.warmup)
+    if step < t.warmup:
+        return t.lr * step / t.warmup
     if t.schedule == "inverse_sqrt":
         return t.lr * math.sqrt(t.warmup / step)
-    lr, start, end = t.lr, t.warmup, t.max_steps
-    for at, horizon in horizons if t.schedule == "linear_clock" else ():
-        if at >= step:
-            break
-        lr, start, end = lr * max(end - at, 0) / max(end - start, 1), at, horizon
-    return lr * max(end - step, 0) / max(end - start, 1)
-
-
-def clock_horizon(step: int, elapsed: float, cfg: Config) -> int:
-    """The update at which the time budget runs out, at the mean pace (evaluations included) of
-    the `step` updates done in `elapsed` seconds; at most `max_steps`, at least the next update."""
-    left = cfg.train.max_minutes * 60 - elapsed
-    return max(step + 1, min(step + int(left * step / max(elapsed, 1e-9)), cfg.train.max_steps))
+    return t.lr * max(t.max_steps - step, 0) / max(t.max_steps - t.warmup, 1)
 
 
 def device() -> torch.device:
@@ -100,9 +88,9 @@ def device() -> torch.device:
 
 
 def machine() -> dict:
-    """What decides a run's rounding besides its config: torch, the device, on CPU the vector ISA
-    and the bf16 matrix instructions (oneDNN uses AMX where the CPU has it, else AVX512-BF16), and
-    the thread count. A replay on another machine is bitwise the committed run only if these agree."""
+    """What decides a run's rounding and speed besides its config: torch, the device, on CPU the
+    vector ISA and the bf16 matrix instructions (oneDNN uses AMX where the CPU has it, else
+    AVX512-BF16), and the thread count."""
     dev = device()
     if dev.type == "cuda":
         return {"torch": torch.__version__, "device": torch.cuda.get_device_name(dev)}
@@ -120,15 +108,8 @@ def cpu_bf16() -> str:
     return "amx_bf16" if "amx_bf16" in flags else "avx512_bf16" if "avx512_bf16" in flags else "none"
 
 
-def uses_bf16(cfg: Config, dev: torch.device) -> bool:
-    """Whether training autocasts to bf16 on `dev`: `train.bf16`, and with `bf16_if_fast` only on a
-    GPU or a CPU with AMX (on AVX512-BF16 alone, fp32 measured faster: README, "Why bf16 only with AMX")."""
-    t = cfg.train
-    return t.bf16 and (not t.bf16_if_fast or dev.type == "cuda" or cpu_bf16() == "amx_bf16")
-
-
 def autocast(cfg: Config, dev: torch.device):
-    return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=uses_bf16(cfg, dev))
+    return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.train.bf16)
 
 
 def token_loss(model, src, tgt_in, tgt_out, label_smoothing: float, gates=None, fused: bool = False):
@@ -159,14 +140,8 @@ def average_weights(paths: list[Path]) -> dict:
 class Trainer:
     """One training run; `fit()` resumes from `last.pt` if it exists."""
 
-    def __init__(self, cfg: Config, out: Path | None = None, progress: bool = True, replay_steps: int = 0,
-                 replay_snapshots: list[int] | None = None, horizons: list[list[int]] | None = None):
+    def __init__(self, cfg: Config, out: Path | None = None, progress: bool = True):
         self.cfg, self.out, self.progress = cfg, Path(out or run_dir(cfg)), progress
-        self.replay_steps = replay_steps          # > 0: stop where the clock stopped the committed run
-        self.replay_snapshots = replay_snapshots  # the steps the committed run averaged (finalize)
-        # linear_clock: given horizons (the committed run's in a replay, a run from scratch's or a
-        # lottery ticket's baseline's) are followed instead of the clock's estimates
-        self.own_clock = horizons is None
         self.world = int(os.environ.get("WORLD_SIZE", 1))
         if self.world > 1 and not dist.is_initialized():
             dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
@@ -184,12 +159,9 @@ class Trainer:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr, betas=cfg.train.betas,
                                     eps=cfg.train.adam_eps)
         self.state = {"step": 0, "epoch": 0, "pos": 0, "best_bleu": -1.0, "bad_evals": 0,
-                      "elapsed": 0.0, "tokens": 0, "history": [], "snapshots": [], "stopped": "",
-                      "horizons": []}
+                      "elapsed": 0.0, "tokens": 0, "history": [], "snapshots": [], "stopped": ""}
         if (self.out / "last.pt").is_file():
             self._load(self.out / "last.pt")
-        if horizons is not None:
-            self.state["horizons"] = [list(h) for h in horizons]
 
     # -- checkpoints --------------------------------------------------------------------------
     def _save_last(self):
@@ -204,7 +176,6 @@ class Trainer:
         self.model.load_state_dict(ckpt["model"])
         self.opt.load_state_dict(ckpt["optimizer"])
         self.state = ckpt["state"]
-        self.state.setdefault("horizons", [])   # checkpoints written before linear_clock
         torch.set_rng_state(ckpt["rng"]["torch"])
         random.setstate(ckpt["rng"]["python"])
 
@@ -212,7 +183,7 @@ class Trainer:
     def _update(self, group: list[int]) -> tuple[float, int]:
         """One optimizer update over the micro-batches `group` (split across ranks)."""
         cfg, data = self.cfg, self.data.train
-        lr = lr_at(self.state["step"] + 1, cfg, self.state["horizons"])
+        lr = lr_at(self.state["step"] + 1, cfg)
         for g in self.opt.param_groups:
             g["lr"] = lr
         total = sum(len(data.tgt[i]) + 1 for b in group for i in self.batches[b])  # whole update
@@ -247,9 +218,13 @@ class Trainer:
         s, cfg = self.state, self.cfg
         self.model.eval()
         dev = evaluate_bleu(self.model, self.data.bpe, self.data.dev)
+        entry = {"step": s["step"], "epoch": s["epoch"], "minutes": round(s["elapsed"] / 60, 2),
+                 "dev_bleu": dev["bleu"], "tokens": s["tokens"]}
+        if cfg.train.head_stats_sentences:   # Sec. 5 over training: a fixed set of dev sentences
+            sentences = list(self.data.dev.src[:cfg.train.head_stats_sentences])
+            entry["heads"] = head_statistics(self.model, self.data.bpe, sentences, self.data.src_freq)
         self.model.train()
-        s["history"].append({"step": s["step"], "epoch": s["epoch"], "minutes": round(s["elapsed"] / 60, 2),
-                             "dev_bleu": dev["bleu"], "tokens": s["tokens"]})
+        s["history"].append(entry)
         if dev["bleu"] > s["best_bleu"]:
             s["best_bleu"], s["bad_evals"] = dev["bleu"], 0
             torch_save(self.out / "best.pt", self.model.state_dict())
@@ -264,21 +239,8 @@ class Trainer:
                     old.unlink()
         return dev["bleu"]
 
-    def _aim_at_clock(self, elapsed: float):
-        """linear_clock: re-aim the decay at the update where the budget runs out (rank 0's
-        estimate, shared, under DDP). A replay follows the horizons it was given instead."""
-        s, t = self.state, self.cfg.train
-        if t.schedule != "linear_clock" or not t.max_minutes or not self.own_clock or s["step"] < t.warmup:
-            return
-        horizon = clock_horizon(s["step"], elapsed, self.cfg)
-        if self.world > 1:
-            shared = torch.tensor([horizon], device=self.dev)
-            dist.broadcast(shared, 0)
-            horizon = int(shared.item())
-        s["horizons"].append([s["step"], horizon])
-
     def fit(self, stop_after: int | None = None) -> dict:
-        """Train until max_steps / max_minutes / early stopping. `stop_after` simulates a crash
+        """Train until max_steps / early stopping (or a user's max_minutes). `stop_after` simulates a crash
         after that many updates (for the resume test): it returns without finishing the run."""
         cfg, s = self.cfg, self.state
         self.out.mkdir(parents=True, exist_ok=True)
@@ -286,10 +248,8 @@ class Trainer:
         bar = None
         if self.progress and self.rank == 0:
             from tqdm.auto import tqdm
-            # A replay knows its last update; a clock-capped run does not (the clock's time left is shown).
-            clocked = cfg.train.max_minutes and not self.replay_steps
-            bar = tqdm(total=None if clocked else min(self.replay_steps or cfg.train.max_steps, cfg.train.max_steps),
-                       initial=s["step"], desc=f"train {cfg.data.pair}/{cfg.profile}", dynamic_ncols=True, mininterval=5)
+            bar = tqdm(total=cfg.train.max_steps, initial=s["step"], desc=f"train {cfg.data.pair}/{cfg.profile}",
+                       dynamic_ncols=True, mininterval=5)
         save_every = cfg.train.save_every or cfg.train.eval_every
         t0, window_tokens, window_t = time.time() - s["elapsed"], 0, time.time()
         while not s["stopped"]:
@@ -305,14 +265,10 @@ class Trainer:
                         bar.set_postfix_str(f"dev BLEU {bleu:.1f} (best {s['best_bleu']:.1f})")
                     if s["bad_evals"] >= cfg.train.patience:
                         s["stopped"] = "early stopping"
-                    self._aim_at_clock(time.time() - t0)   # the evaluation's time counts
                 if s["step"] >= cfg.train.max_steps:
                     s["stopped"] = "max_steps"
-                if self.replay_steps and s["step"] >= self.replay_steps:
+                elif cfg.train.max_minutes and s["elapsed"] >= cfg.train.max_minutes * 60:
                     s["stopped"] = "max_minutes"
-                elif cfg.train.max_minutes and not self.replay_steps and (
-                        s["elapsed"] >= cfg.train.max_minutes * 60 or s["horizons"] and s["step"] >= s["horizons"][-1][1]):
-                    s["stopped"] = "max_minutes"   # the budget is spent, or the rate it allows has reached 0
                 if self.world > 1:  # every rank stops together
                     flag = torch.tensor([1 if s["stopped"] else 0], device=self.dev)
                     dist.broadcast(flag, 0)
@@ -324,8 +280,7 @@ class Trainer:
                     bar.update(1)
                     if s["step"] % 10 == 0:
                         rate = window_tokens / max(time.time() - window_t, 1e-9)
-                        left = f", {cfg.train.max_minutes - s['elapsed'] / 60:.0f} min left" if clocked else ""
-                        bar.set_description(f"train {cfg.data.pair}/{cfg.profile} loss {loss / ntok:.3f} {rate:,.0f} tok/s{left}")
+                        bar.set_description(f"train {cfg.data.pair}/{cfg.profile} loss {loss / ntok:.3f} {rate:,.0f} tok/s")
                         window_tokens, window_t = 0, time.time()
                 if stop_after is not None and s["step"] >= stop_after:
                     if bar is not None:
@@ -343,13 +298,10 @@ def finalize(trainer: Trainer) -> dict:
     cfg, out, model, bpe = trainer.cfg, trainer.out, trainer.model, trainer.data.bpe
     s = trainer.state
     if s["history"] == [] or s["history"][-1]["step"] != s["step"]:
-        # A run stopped by the clock just after an evaluation would add a near-copy of the last
-        # snapshot (and weigh it twice in the average): snapshot only if the gap is real.
+        # A run stopped just after an evaluation would add a near-copy of the last snapshot (and
+        # weigh it twice in the average): snapshot only if the gap is real.
         gap = s["step"] - (s["history"][-1]["step"] if s["history"] else 0)
-        snapshot = gap >= cfg.train.eval_every // 2
-        if trainer.replay_snapshots is not None:   # a replay averages what the committed run averaged
-            snapshot = s["step"] in trainer.replay_snapshots
-        trainer._evaluate(snapshot=snapshot)
+        trainer._evaluate(snapshot=gap >= cfg.train.eval_every // 2)
     model.eval()
     candidates = {"best": torch.load(out / "best.pt", map_location="cpu", weights_only=True)}
     if len(s["snapshots"]) > 1:
@@ -372,6 +324,7 @@ def finalize(trainer: Trainer) -> dict:
         tests[name] = {"greedy": evaluate_bleu(model, bpe, corpus),
                        "beam": evaluate_bleu(model, bpe, corpus, cfg.train.beam, alpha)}
     results = {"pair": cfg.data.pair, "profile": cfg.profile, "config": cfg.to_dict(), "version": __version__,
+               "results_version": RESULTS_VERSION,
                "machine": machine(), "run_dir": out.name, "steps": s["step"], "epochs": s["epoch"],
                "train_minutes": round(s["elapsed"] / 60, 2),
                "train_tokens": s["tokens"], "tokens_per_second": round(s["tokens"] / max(s["elapsed"], 1e-9), 1),
@@ -379,10 +332,6 @@ def finalize(trainer: Trainer) -> dict:
                "dev_best_vs_averaged": dev_scores, "chosen_weights": chosen, "dev_beam_by_alpha": alphas,
                "averaged_snapshots": [int(n[5:12]) for n in s["snapshots"]] if "averaged" in candidates else [],
                "len_alpha": alpha, "test": tests}
-    if cfg.train.schedule == "linear_clock":   # what a replay needs to follow the same rates
-        results["lr_horizons"] = s["horizons"]
-    if cfg.train.bf16_if_fast:                 # the precision this machine chose
-        results["bf16_autocast"] = uses_bf16(cfg, trainer.dev)
     write_json(out / "results.json", results)
     return results
 
@@ -393,32 +342,7 @@ def committed_record(cfg: Config) -> dict | None:
     from .results import results_dir
     path = results_dir(cfg.profile, cfg.data.pair, cfg.train.seed) / "training_results.json"
     record = json.loads(path.read_text()) if path.is_file() else None
-    return record if record and record["run_dir"] == run_dir(cfg).name else None  # digest: config + version
-
-
-def committed_steps(cfg: Config) -> int:
-    """The updates of this config's committed run if its clock (`max_minutes`) stopped it, else 0.
-
-    A time budget ends at a different update on every machine; retraining on a fresh machine
-    replays the committed number of updates instead: the same budget, and on the CPUs measured
-    (2 cores, bf16) bitwise the same training (the en-de cpu run: every dev BLEU of its history)."""
-    record = committed_record(cfg)
-    return record["steps"] if record and record["stopped"] == "max_minutes" else 0
-
-
-def committed_snapshots(cfg: Config) -> list[int] | None:
-    """The steps whose weights this config's committed run averaged, where its record says
-    (`averaged_snapshots`): a replay averages the same ones, whatever today's rule for a snapshot
-    at the stop."""
-    record = committed_record(cfg)
-    return record.get("averaged_snapshots") if record else None
-
-
-def committed_horizons(cfg: Config) -> list[list[int]] | None:
-    """The [update, horizon] pairs at which this config's committed run re-aimed its linear_clock
-    decay: a replay follows them instead of its own clock."""
-    record = committed_record(cfg)
-    return record.get("lr_horizons") if record else None
+    return record if record and record["run_dir"] == run_dir(cfg).name else None  # digest: config + results version
 
 
 def run_record(cfg: Config) -> dict | None:
@@ -428,45 +352,19 @@ def run_record(cfg: Config) -> dict | None:
 
 
 def record_digest(record: dict) -> str:
-    """16 hex digits over a run's record without its wall-clock fields: the same run replayed on a
-    slower machine has the same digest, a run that learned anything differently has another.
-    `averaged_snapshots` and `machine` are left out too: records written before them lack them, the
-    scores of the averaged weights are in the record anyway, and a bitwise replay on another
-    machine is the same run."""
-    timeless = {k: v for k, v in record.items() if k not in ("train_minutes", "tokens_per_second",
-                                                             "averaged_snapshots", "machine")}
+    """16 hex digits over a run's record without its wall-clock and machine fields: what the run
+    learned and scored, not how fast."""
+    timeless = {k: v for k, v in record.items() if k not in ("train_minutes", "tokens_per_second", "machine")}
     timeless["history"] = [{k: v for k, v in h.items() if k != "minutes"} for h in record.get("history", [])]
-    if "config" in record:   # fields added after a run was committed, at their defaults, as in its hash
-        timeless["config"] = without_later_defaults(record["config"])
     return hashlib.sha256(json.dumps(timeless, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def replay_warning(record: dict, here: dict) -> str | None:
-    """Why a replay of the committed `record` on this machine (`here`, from `machine()`) may not be
-    bitwise the committed run, or None when nothing says so."""
-    then = record.get("machine")
-    if then is None:
-        return ("replaying the committed run, whose record does not say which machine trained it: the replay is "
-                "bitwise the committed model only with the same kernels (torch, bf16 instructions, threads); "
-                "else the model differs and the pages keyed by it re-execute")
-    differs = {k: (then.get(k), v) for k, v in here.items() if then.get(k) != v}
-    if not differs:
-        return None
-    return ("replaying the committed run on another machine (" +
-            ", ".join(f"{k}: {a} then, {b} here" for k, (a, b) in differs.items()) +
-            "): its rounding differs, so the model will not be bitwise the committed one and pages keyed by it re-execute")
-
-
-def train(cfg: Config, progress: bool = True, horizons: list[list[int]] | None = None) -> dict:
-    """Train (or resume) and evaluate one config; a finished run is read from its cache.
-    `horizons`: follow these linear_clock horizons (a baseline's) instead of the committed run's."""
+def train(cfg: Config, progress: bool = True) -> dict:
+    """Train (or resume) and evaluate one config; a finished run is read from its cache."""
     out = run_dir(cfg)
     if (out / "results.json").is_file():
         return json.loads((out / "results.json").read_text())
-    trainer = Trainer(cfg, out, progress, replay_steps=committed_steps(cfg), replay_snapshots=committed_snapshots(cfg),
-                      horizons=committed_horizons(cfg) if horizons is None else horizons)
-    if trainer.replay_steps and trainer.rank == 0 and (warning := replay_warning(committed_record(cfg), machine())):
-        print(f"{out.name}: {warning}", file=sys.stderr, flush=True)
+    trainer = Trainer(cfg, out, progress)
     trainer.fit()
     if trainer.rank != 0:
         return {}

@@ -4,7 +4,7 @@ from collections import Counter
 import pytest
 import torch
 
-from headlib.heads import (Parsed, confidence, piece_to_word, positional_heads, rare_word_rates,
+from headlib.heads import (Parsed, confidence, offset_shares, piece_to_word, positional_heads, rare_word_rates,
                            syntactic_accuracy, syntactic_heads, word_attention)
 
 
@@ -39,6 +39,23 @@ def test_positional_head_offset_and_fraction():
     assert df.loc[1, "offset"] == -1 and df.loc[1, "fraction"] == pytest.approx(0.9)
     assert df.loc[1, "positional"]
     assert df.loc[2, "offset"] == 0 and df.loc[2, "fraction"] == 1.0
+
+
+def test_offset_shares_agree_with_a_count_of_argmax_offsets():
+    """Each head's share of argmax at offsets -2..+2 against a plain count over queries, on random
+    maps of several lengths; where the most common offset is in range, it is positional_heads' fraction."""
+    torch.manual_seed(0)
+    maps = [torch.rand(2, 3, n + 1, n + 1).softmax(-1) for n in (1, 3, 6, 9)]
+    shares = offset_shares(maps)                                          # (L, H, 5)
+    for l in range(2):
+        for h in range(3):
+            offsets = [int(m[l, h, :-1, :-1][q].argmax()) - q for m in maps for q in range(m.size(-1) - 1)]
+            for j, o in enumerate(range(-2, 3)):
+                assert shares[l, h, j].item() == pytest.approx(offsets.count(o) / len(offsets))
+    table = positional_heads(maps)
+    for row in table.itertuples():
+        if -2 <= row.offset <= 2:
+            assert shares[row.layer - 1, row.head - 1, row.offset + 2].item() == pytest.approx(row.fraction)
 
 
 class CharBPE:

@@ -28,12 +28,12 @@ def test_recipe_table_describes_each_run_from_its_record():
     assert table["target tokens (M)"].tolist() == [2.5, 2.5]
     assert table["BLEU beam (test_2016_flickr)"].tolist() == [30.0, 36.5]   # the main test set, not another
 
-    clocked = _record(schedule="linear_clock", machine="amx_bf16") | {"lr_horizons": [[800, 4100], [1200, 4321]]}
-    on_avx512 = _record(schedule="linear_clock", machine="avx512_bf16") | {"bf16_autocast": False}
+    # v1's clock-aimed recipe, whose records say which precision the machine chose
+    clocked = _record(schedule="clocked", machine="amx_bf16")
+    on_avx512 = _record(schedule="clocked", machine="avx512_bf16") | {"bf16_autocast": False}
     table = recipe_table([clocked, on_avx512])
-    assert table["schedule"].tolist() == ["linear to 0 where the clock runs out (aimed at 4,321)",
-                                          "linear to 0 where the clock runs out"]
-    assert table["precision"].tolist() == ["bf16 autocast", "fp32"]   # what the machine chose (bf16_if_fast)
+    assert table["schedule"].tolist() == ["clocked (a v1 wall-clock recipe)"] * 2
+    assert table["precision"].tolist() == ["bf16 autocast", "fp32"]
 
 
 def test_the_runs_that_chose_the_recipe_are_committed(tmp_path):
@@ -42,14 +42,14 @@ def test_the_runs_that_chose_the_recipe_are_committed(tmp_path):
     table = recipe_table(records)
     assert table["precision"].iloc[0] == "bf16 autocast"
     assert (table[table["machine"] == "avx512_bf16"]["precision"] == "fp32").all()
-    clock = table[table["schedule"].str.startswith("linear to 0 where")]
+    clock = table[table["schedule"].str.endswith("(a v1 wall-clock recipe)")]
     assert len(clock) and (clock["machine"] == "amx_bf16").all() and (clock["precision"] == "bf16 autocast").all()
     assert (table["pair"] == "en-de").all() and table["minutes"].max() <= 45.1
     assert table["updates"].iloc[0] == records[0]["steps"]
     with pytest.raises(FileNotFoundError, match=RECIPE_RUNS[0].split("/")[-1]):   # names the missing record
         recipe_records(tmp_path)
     wide, = recipe_records(names=(WIDE_ALPHA_RUN,))
-    same = next(r for r in records if r["run_dir"] != wide["run_dir"] and r.get("lr_horizons") == wide["lr_horizons"])
+    same, = recipe_records(names=(WIDE_ALPHA_RUN.replace("_alpha-to-2.2", ""),))
     assert same["history"] == wide["history"]                     # the same training, finalized twice
     assert max(wide["dev_beam_by_alpha"], key=float) == "2.2" and max(same["dev_beam_by_alpha"], key=float) == "1.4"
 

@@ -174,32 +174,14 @@ def test_gradient_clipping_rescales_the_whole_gradient_to_clip_norm(tmp_path):
     assert_same_tree(loose, raw, "grads")
 
 
-def test_clock_stopped_run_is_replayed_to_its_committed_updates(tmp_path, artifacts_tmp, capsys):
-    """A run the clock stopped is retrained (on a fresh machine) to the committed number of updates,
-    not to whatever its own clock allows: bitwise the run limited to that many updates. The progress
-    bar shows the clock's time left, or the replay's last update."""
-    from headlib.results import results_dir
-    from headlib.train import committed_steps, run_dir
+def test_a_users_clock_stops_a_run_and_the_bar_counts_to_max_steps(tmp_path, capsys):
+    """`max_minutes` stays a user's option (no profile uses it): it stops the run; the progress
+    bar's total is the recipe's number of updates."""
     clocked = get_config("smoke", RESUME + ["train.max_minutes=1e-9"])   # the clock ends it after 1 update
-    own_clock = Trainer(clocked, tmp_path / "clock", progress=True)
-    own_clock.fit()
-    assert own_clock.state["step"] == 1 and own_clock.state["stopped"] == "max_minutes"
-    assert "1it " in capsys.readouterr().err                             # no made-up total
-
-    assert committed_steps(clocked) == 0                                  # nothing committed yet
-    committed = results_dir("smoke", "en-de", clocked.train.seed) / "training_results.json"
-    for run, stopped, expected in [("other-run", "max_minutes", 0), (run_dir(clocked).name, "max_steps", 0),
-                                   (run_dir(clocked).name, "max_minutes", 7)]:
-        committed.write_text(json.dumps({"run_dir": run, "stopped": stopped, "steps": 7}))
-        assert committed_steps(clocked) == expected
-
-    replayed = Trainer(clocked, tmp_path / "replay", progress=True, replay_steps=committed_steps(clocked))
-    replayed.fit()
-    assert replayed.state["step"] == 7 and replayed.state["stopped"] == "max_minutes"
-    assert "7/7 " in capsys.readouterr().err
-    limited = Trainer(get_config("smoke", RESUME + ["train.max_steps=7"]), tmp_path / "limited", progress=False)
-    limited.fit()
-    assert_same_tree(limited.model.state_dict(), replayed.model.state_dict(), "model")
+    trainer = Trainer(clocked, tmp_path / "clock", progress=True)
+    trainer.fit()
+    assert trainer.state["step"] == 1 and trainer.state["stopped"] == "max_minutes"
+    assert "1/12 " in capsys.readouterr().err
 
 
 def test_average_weights(tmp_path):
@@ -213,7 +195,7 @@ def test_average_weights(tmp_path):
         torch.testing.assert_close(v, ref, atol=1e-6, rtol=0)
 
 
-def test_final_evaluation_adds_no_near_copy_snapshot_unless_a_replayed_run_did(tmp_path):
+def test_final_evaluation_adds_no_near_copy_snapshot(tmp_path):
     """A run stopped one update after an evaluation: the final weights are evaluated (for best)
     but do not enter the average as a second copy of the last snapshot."""
     from headlib.train import finalize
@@ -226,44 +208,25 @@ def test_final_evaluation_adds_no_near_copy_snapshot_unless_a_replayed_run_did(t
     assert trainer.state["snapshots"] == ["snap-0000004.pt", "snap-0000008.pt"]
     assert results["averaged_snapshots"] == [4, 8]
 
-    # A replay of a committed run that did average the weights at its stop (a record written under
-    # the earlier rule) averages the same snapshots: 4, 8 and the weights of update 9.
-    replay = Trainer(cfg, tmp_path / "replay", progress=False, replay_snapshots=[4, 8, 9])
-    replay.fit()
-    assert finalize(replay)["averaged_snapshots"] == [4, 8, 9]
-    at_stop = torch.load(tmp_path / "run" / "last.pt", weights_only=False)["model"]
-    assert_same_tree(torch.load(tmp_path / "replay" / "snap-0000009.pt"), at_stop, "snapshot at the stop")
-
 
 def test_lr_schedule():
-    cfg = get_config("smoke", ["train.lr=1e-3", "train.warmup=10"])
+    cfg = get_config("smoke", ["train.lr=1e-3", "train.warmup=10", "train.schedule=inverse_sqrt"])
     lrs = [lr_at(s, cfg) for s in range(1, 41)]
     assert max(lrs) == pytest.approx(1e-3) and lrs.index(max(lrs)) == 9      # peak at step = warmup
     assert all(a < b for a, b in zip(lrs[:9], lrs[1:10]))                     # linear warmup
     assert lr_at(40, cfg) == pytest.approx(1e-3 * 0.5)                         # 1/sqrt decay
+    for step in range(1, 30):                                                  # App. B.3's formula
+        assert lr_at(step, cfg) == pytest.approx(1e-3 * min(step / 10, math.sqrt(10 / step)), rel=1e-12)
 
 
-# The cpu profile's inverse-sqrt recipe before the 45-minute linear one; its runs are still committed.
-CPU_INVERSE_SQRT = ["train.schedule=inverse_sqrt", "train.lr=1e-3", "train.warmup=400"]
-
-
-@pytest.mark.parametrize("profile,overrides", [("smoke", []), ("base", []), ("cpu", CPU_INVERSE_SQRT)])
-def test_inverse_sqrt_schedule_is_bitwise_the_committed_runs_formula(profile, overrides):
-    """The committed runs were trained with lr * min(step / warmup, sqrt(warmup / step)); a replay
-    is bitwise only if every learning rate has the same rounding (a rewrite as (lr * step) / warmup
-    changed a quarter of the cpu profile's warmup steps in the last bit)."""
-    cfg = get_config(profile, overrides)
-    lr, warmup = cfg.train.lr, cfg.train.warmup
-    for step in range(1, 3 * warmup):
-        assert lr_at(step, cfg) == lr * min(step / warmup, math.sqrt(warmup / step)), step
-
-
-def test_the_linear_schedule_warms_up_with_the_same_rounding():
-    cfg = get_config("cpu")
-    assert cfg.train.schedule == "linear_clock"
-    lr, warmup = cfg.train.lr, cfg.train.warmup
-    for step in range(1, warmup + 1):
-        assert lr_at(step, cfg) == lr * (step / warmup), step
+def test_the_profiles_are_recipes_of_updates_not_minutes():
+    """No profile trains against a clock: each is a number of updates, the same on every machine,
+    with one precision on every CPU (fp32); the cpu profile's linear decay ends at its last update."""
+    from headlib.config import PROFILES
+    for cfg in PROFILES.values():
+        assert cfg.train.max_minutes == 0 and cfg.train.bf16 == (cfg.profile == "base"), cfg.profile
+    cpu = get_config("cpu")
+    assert cpu.train.schedule == "linear" and lr_at(cpu.train.max_steps, cpu) == 0.0 < lr_at(cpu.train.max_steps - 1, cpu)
 
 
 def test_linear_schedule_decays_to_zero_at_max_steps():
@@ -274,107 +237,6 @@ def test_linear_schedule_decays_to_zero_at_max_steps():
     assert lr_at(30, cfg) == 0.0 and lr_at(35, cfg) == 0.0
     with pytest.raises(ValueError, match="train.schedule"):
         get_config("smoke", ["train.schedule=cosine"])
-
-
-def test_the_clock_schedule_re_aims_its_linear_decay_at_each_horizon():
-    from dataclasses import replace
-    cfg = get_config("smoke", ["train.lr=1e-3", "train.warmup=10", "train.max_steps=100",
-                               "train.schedule=linear_clock"])
-    linear = replace(cfg, train=replace(cfg.train, schedule="linear"))
-    assert all(lr_at(s, cfg) == lr_at(s, linear) for s in range(1, 120))   # no horizon yet: linear to max_steps
-    horizons = [[10, 50], [30, 40]]
-    assert lr_at(10, cfg, horizons) == 1e-3                     # an update at a horizon's own step keeps the old line
-    assert lr_at(20, cfg, horizons) == pytest.approx(1e-3 * 30 / 40)   # after 10: from 1e-3 to 0 at 50
-    assert lr_at(30, cfg, horizons) == pytest.approx(0.5e-3)
-    assert lr_at(35, cfg, horizons) == pytest.approx(0.25e-3)  # after 30: from 0.5e-3 (reached there) to 0 at 40
-    assert lr_at(40, cfg, horizons) == 0.0 and lr_at(60, cfg, horizons) == 0.0
-    assert lr_at(20, linear, horizons) == lr_at(20, linear)     # the other schedules have no horizons
-
-
-def test_clock_horizon_is_where_the_budget_runs_out_at_the_pace_so_far():
-    from headlib.train import clock_horizon
-    cfg = get_config("smoke", ["train.max_minutes=3", "train.max_steps=1000"])
-    assert clock_horizon(100, 60.0, cfg) == 300                 # 120 s left at 100 updates a minute
-    assert clock_horizon(100, 60.0, get_config("smoke", ["train.max_minutes=3", "train.max_steps=250"])) == 250
-    assert clock_horizon(100, 200.0, cfg) == 101                # over budget: the next update
-
-
-@pytest.mark.parametrize("bf16,if_fast,device,cpu_bf16,expected", [
-    (True, False, "cpu", "none", True), (False, True, "cuda", "amx_bf16", False),
-    (True, True, "cpu", "amx_bf16", True), (True, True, "cpu", "avx512_bf16", False),
-    (True, True, "cpu", "none", False), (True, True, "cuda", "none", True)])
-def test_bf16_if_fast_autocasts_only_on_a_gpu_or_a_cpu_with_amx(monkeypatch, bf16, if_fast, device, cpu_bf16, expected):
-    import headlib.train as train_module
-    monkeypatch.setattr(train_module, "cpu_bf16", lambda: cpu_bf16)
-    cfg = get_config("smoke", [f"train.bf16={bf16}", f"train.bf16_if_fast={if_fast}"])
-    assert train_module.uses_bf16(cfg, torch.device(device)) is expected
-
-
-class FakeClock:
-    """time.time() for headlib.train: one second later at every call."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def time(self):
-        self.now += 1.0
-        return self.now
-
-
-def test_a_clock_scheduled_run_stops_at_its_horizon_and_replays_bitwise(tmp_path, monkeypatch):
-    """linear_clock aims its decay at the update where the budget runs out, re-estimated at each
-    evaluation after warmup; the run stops when the rate reaches 0. A replay that follows the
-    recorded horizons and update count (a fresh machine, another clock) is bitwise the same run."""
-    import headlib.train as train_module
-    from headlib.train import committed_horizons, finalize, run_dir
-    from headlib.results import results_dir
-    cfg = get_config("smoke", ["train.schedule=linear_clock", "train.max_minutes=0.5", "train.max_steps=1000",
-                               "train.warmup=4", "train.eval_every=4", "train.patience=100",
-                               "data.dev_limit=8", "train.threads=1"])
-    with monkeypatch.context() as m:
-        m.setattr(train_module, "time", FakeClock())
-        clocked = Trainer(cfg, tmp_path / "clock", progress=False)
-        clocked.fit()
-    s = clocked.state
-    assert s["stopped"] == "max_minutes" and s["step"] < 30                  # ~1 s an update: under 30 updates
-    assert [h[0] for h in s["horizons"]] == list(range(4, s["step"] + 1, 4))  # one per evaluation
-    assert s["step"] == s["horizons"][-1][1] and lr_at(s["step"], cfg, s["horizons"]) == 0.0
-    assert lr_at(s["step"] - 1, cfg, s["horizons"]) > 0
-
-    trained = {k: v.clone() for k, v in clocked.model.state_dict().items()}   # finalize loads the chosen weights
-    results = finalize(clocked)
-    assert results["lr_horizons"] == s["horizons"]
-    committed = results_dir("smoke", "en-de", cfg.train.seed) / "training_results.json"
-    committed.parent.mkdir(parents=True, exist_ok=True)
-    committed.write_text(json.dumps(results | {"run_dir": run_dir(cfg).name}))
-    assert committed_horizons(cfg) == s["horizons"]
-
-    replay = Trainer(cfg, tmp_path / "replay", progress=False, replay_steps=s["step"],
-                     horizons=committed_horizons(cfg))
-    replay.fit()
-    assert replay.state["horizons"] == s["horizons"] and replay.state["step"] == s["step"]
-    assert_same_tree(trained, replay.model.state_dict(), "model")
-    committed.unlink()
-
-
-def test_a_run_given_its_baselines_horizons_follows_the_baselines_rates(tmp_path):
-    """A run from scratch or a lottery ticket trains without a clock, to its baseline's updates;
-    given the baseline's horizons it updates with the baseline's learning rates, not a decay to its
-    own max_steps."""
-    cfg = get_config("smoke", ["train.schedule=linear_clock", "train.warmup=4", "train.max_steps=10",
-                               "train.eval_every=5", "data.dev_limit=8", "train.threads=1"])
-    horizons = [[4, 14], [8, 11]]
-    trainer = Trainer(cfg, tmp_path / "run", progress=False, horizons=horizons)
-    rates, step = [], trainer.opt.step
-
-    def recording_step(*args, **kwargs):
-        rates.append(trainer.opt.param_groups[0]["lr"])
-        return step(*args, **kwargs)
-
-    trainer.opt.step = recording_step
-    trainer.fit()
-    assert rates == [lr_at(i, cfg, horizons) for i in range(1, 11)]
-    assert rates[8] != lr_at(9, cfg)                                     # not the decay to max_steps
 
 
 def test_token_loss_equals_mean_of_per_token_losses():
@@ -416,6 +278,12 @@ def test_smoke_run_results(smoke_run):
     assert set(r["test"]) == {"test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"}
     assert r["test"]["test_2016_flickr"]["beam"]["n"] == 1000
     assert [h["step"] for h in r["history"]] == [15, 30]
+    for h in r["history"]:   # the encoder heads' statistics at each evaluation (Sec. 5 over training)
+        stats, (L, H) = h["heads"], (cfg.model.enc_layers, cfg.model.n_heads)
+        assert stats["sentences"] == min(cfg.train.head_stats_sentences, cfg.data.dev_limit)
+        assert torch.tensor(stats["confidence"]).shape == torch.tensor(stats["rare_rate"]).shape == (L, H)
+        shares = torch.tensor(stats["offset_share"])
+        assert shares.shape == (L, H, 5) and bool((shares.sum(-1) <= 1 + 1e-3).all())
     assert r["chosen_weights"] in ("best", "averaged")
     for name in ("final.pt", "best.pt", "last.pt", "bpe.json"):
         assert (out / name).is_file()
@@ -426,52 +294,33 @@ def test_smoke_run_results(smoke_run):
     assert out.is_relative_to(artifacts_dir())
 
 
-def test_the_committed_runs_keep_their_names():
-    """Fields added to the config later (at their defaults) must not rename the committed runs: a
-    fresh machine replays each under its run directory (and bitwise, with the reference kernels)."""
-    from headlib import __version__
-    from headlib.config import Config, DataConfig, ModelConfig, TrainConfig
-    from headlib.results import results_dir
+def test_a_runs_cache_key_is_its_config_and_the_results_version(monkeypatch):
+    """Renaming the package version keeps a run; bumping the results version (code that changes
+    numbers) or changing a field retrains it; the thread count changes speed, not results."""
+    import headlib
     from headlib.train import run_dir
-    records = sorted(results_dir("cpu", "en-de", 1).parent.parent.glob("*/seed*/training_results.json"))
-    assert len(records) >= 6
-    for path in records:
-        record = json.loads(path.read_text())
-        c = record["config"]
-        cfg = Config(profile=c["profile"], model=ModelConfig(**c["model"]), data=DataConfig(**c["data"]),
-                     train=TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in c["train"].items()}))
-        assert f"{record['pair']}-{cfg.profile}-{cfg.digest(__version__)}" == record["run_dir"], path
-    en_de = json.loads(records[0].read_text())                       # en-de/seed1: the default study's run
-    assert run_dir(get_config("cpu", pair="en-de")).name == en_de["run_dir"]
+    cfg = get_config("cpu")
+    name = run_dir(cfg).name
+    assert run_dir(get_config("cpu", ["train.threads=1"])).name == name
+    assert run_dir(get_config("cpu", ["train.seed=2"])).name != name
+    monkeypatch.setattr(headlib, "__version__", "9.9.9")
+    assert run_dir(cfg).name == name
+    monkeypatch.setattr("headlib.train.RESULTS_VERSION", headlib.RESULTS_VERSION + 1)
+    assert run_dir(cfg).name != name
 
 
-def test_record_digest_ignores_later_fields_at_their_defaults():
-    """A replay writes every config field; the committed record predates some of them. At their
-    defaults they leave the digest (so page keys) unchanged; at other values they change it."""
-    from headlib.train import record_digest
-    committed = {"steps": 7, "train_minutes": 45.0, "history": [{"step": 7, "minutes": 45.0, "dev_bleu": 1.0}],
-                 "config": {"model": {"d_model": 16}, "train": {"lr": 1e-3}, "profile": "smoke"}}
-    replay = json.loads(json.dumps(committed))
-    replay["train_minutes"], replay["history"][0]["minutes"] = 80.0, 80.0
-    replay["config"]["model"] |= {"dropout_masks": "float32", "positions": "interleaved"}
-    replay["config"]["train"]["fused_loss"] = False
-    assert record_digest(replay) == record_digest(committed)
-    replay["config"]["train"]["fused_loss"] = True
-    assert record_digest(replay) != record_digest(committed)
-
-
-def test_a_replay_says_when_it_cannot_be_bitwise():
-    """The record names the machine's kernels; a replay elsewhere warns, and the record digest
-    ignores the machine (a bitwise replay on another machine is the same run)."""
-    from headlib.train import machine, record_digest, replay_warning
+def test_record_digest_ignores_the_clock_and_the_machine():
+    """A record's digest (what pages are keyed by) covers what the run learned and scored, not how
+    fast or where: the same run on a slower machine has the same digest."""
+    from headlib.train import machine, record_digest
     here = machine()
     assert {"torch", "device"} <= set(here)
     if here["device"] == "cpu":
         assert here["bf16"] in ("amx_bf16", "avx512_bf16", "none") and here["threads"] >= 1
-    assert replay_warning({"machine": dict(here)}, here) is None
-    other = dict(here, torch="0.0.1")
-    warning = replay_warning({"machine": other}, here)
-    assert "torch: 0.0.1 then" in warning and "not be bitwise" in warning
-    assert "does not say which machine" in replay_warning({}, here)
-    assert record_digest({"steps": 3, "machine": other}) == record_digest({"steps": 3, "machine": here}) \
-        == record_digest({"steps": 3})
+    run = {"steps": 7, "train_minutes": 45.0, "history": [{"step": 7, "minutes": 45.0, "dev_bleu": 1.0}],
+           "machine": here}
+    slower = json.loads(json.dumps(run)) | {"train_minutes": 80.0, "machine": dict(here, torch="0.0.1")}
+    slower["history"][0]["minutes"] = 80.0
+    assert record_digest(slower) == record_digest(run)
+    slower["history"][0]["dev_bleu"] = 1.5
+    assert record_digest(slower) != record_digest(run)
