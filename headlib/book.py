@@ -1,7 +1,9 @@
 """The book runner: execute the study's notebooks with papermill into the Jupyter Book.
 
     python -m headlib.book run   --profile cpu [--pairs en-de,en-fr,en-ru] [--seeds 1,2,3] [--out DIR]
-    python -m headlib.book check [--out DIR]   every glue reference defined, every notebook parametrized
+    python -m headlib.book check [--out DIR]   a consistent book: one model per (pair, seed), pages
+                                               executed from today's notebooks, honest manifests,
+                                               every glue reference defined, every notebook parametrized
     python -m headlib.book build [--out DIR]   strict Jupyter Book build (-W -n --keep-going)
 
 A book directory (`book/` for the cpu profile, whose outputs are committed; `artifacts/book-<profile>/`
@@ -239,6 +241,19 @@ def _digest(basis: dict) -> str:
     return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()[:16]
 
 
+BASIS = ("notebook", "source", "parameters", "headlib", "upstream")   # what a manifest's key hashes
+
+
+def page_model(task: Task) -> dict | None:
+    """The trained model a page of `task` reads: its run and its weights' fingerprint (from the
+    run's record), or None for a page that reads no trained model."""
+    if not task.nb.trains:
+        return None
+    from .train import run_dir, run_record
+    record = run_record(task.config()) or {}
+    return {"run": run_dir(task.config()).name, "fingerprint": record.get("fingerprint")}
+
+
 def task_key(task: Task, source: Path, out: Path) -> tuple[str, dict]:
     basis = {"notebook": task.nb.name, "source": source_digest(source), "parameters": task.parameters,
              "headlib": __version__, "upstream": upstream(task, out)}
@@ -433,7 +448,8 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
             # the output goes with the tables as they are now, so the next run finds it unchanged.
             basis["upstream"] = upstream(task, out)
             key = _digest(basis)
-            write_json(manifest_path(output), basis | {"key": key, "profile": profile, "seconds": round(seconds, 1),
+            write_json(manifest_path(output), basis | {"key": key, "profile": profile, "model": page_model(task),
+                                                       "seconds": round(seconds, 1),
                                                        "executed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).chmod(0o644)
             log(f"[book {_clock(time.time() - t0)}] {i}/{len(tasks)} {task.label}: done in {_clock(seconds)}")
             results.append(TaskResult(task, "executed", seconds, output))
@@ -478,14 +494,60 @@ def write_toc(out: Path, profile: str, notebooks: Sequence[Notebook] = NOTEBOOKS
     return path
 
 
+def check_manifests(out: Path, src_dir: Path = NOTEBOOK_DIR) -> list[str]:
+    """Each executed page against its manifest and its notebook: the key is the hash of the basis
+    the manifest records, and the source digest is that of `src_dir`'s notebook today."""
+    problems = []
+    for path in sorted((out / "executed").glob("*/seed*/*.manifest.json")):
+        page = path.relative_to(out).as_posix().removesuffix(".manifest.json")
+        manifest = json.loads(path.read_text())
+        recorded = {k: manifest.get(k) for k in BASIS}
+        if _digest(recorded) != manifest.get("key"):
+            problems.append(f"{page}: its manifest's key {manifest.get('key')} is not the hash of the basis it records "
+                            f"({_digest(recorded)}): the manifest was edited, or written without executing the page")
+        source = src_dir / f"{manifest.get('notebook')}.ipynb"
+        if source.is_file() and manifest.get("source") != (now := source_digest(source)):
+            problems.append(f"{page}: executed from another source of {_rel(source)} (digest {manifest.get('source')}, "
+                            f"today {now}); re-execute it")
+    return problems
+
+
+def check_models(out: Path) -> list[str]:
+    """One model per (pair, seed): every page that reads a trained model reads the one of its
+    (pair, seed)'s Sec. 3 page, by the weights' fingerprint (a model retrained elsewhere is
+    another model, even under the same run name)."""
+    problems, first = [], NOTEBOOKS[0].name
+    for folder in sorted((out / "executed").glob("*/seed*")):
+        sec3 = read_manifest(folder / f"{first}.ipynb") or {}
+        ref = sec3.get("model") or {}
+        for path in sorted(folder.glob("*.manifest.json")):
+            page = path.relative_to(out).as_posix().removesuffix(".manifest.json")
+            manifest = json.loads(path.read_text())
+            reads_run = any(k.startswith("runs/") for k in manifest.get("upstream", {}).get("artifacts", {}))
+            model = manifest.get("model") or {}
+            if not (reads_run or model):
+                continue
+            if not model.get("fingerprint"):
+                problems.append(f"{page}: its manifest records no model fingerprint (executed before they were recorded); "
+                                "re-execute it")
+            elif not ref.get("fingerprint"):
+                problems.append(f"{page}: reads model {model['run']} ({model['fingerprint']}), but the Sec. 3 page of "
+                                f"{folder.parent.name}, {folder.name} records no model to compare with")
+            elif model["fingerprint"] != ref["fingerprint"]:
+                problems.append(f"{page}: reads model {model['run']} ({model['fingerprint']}), not the Sec. 3 model of "
+                                f"{folder.parent.name}, {folder.name}: {ref['run']} ({ref['fingerprint']})")
+    return problems
+
+
 def check(out: Path, src_dir: Path = NOTEBOOK_DIR) -> list[str]:
+    """Everything that makes a book inconsistent, one line each naming the page (empty: consistent)."""
     problems = []
     for path in sorted(src_dir.glob("*.ipynb")):
         try:
             check_parameters(path)
         except BookError as e:
             problems.append(str(e))
-    return problems + check_glue(out)
+    return problems + check_manifests(out, src_dir) + check_models(out) + check_glue(out)
 
 
 # -- build ---------------------------------------------------------------------------------------

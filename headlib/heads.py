@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -377,3 +378,53 @@ def head_statistics(model, bpe, sentences, freq: Counter) -> dict:
             "confidence": confidence(maps).round(decimals=4).tolist(),
             "offset_share": offset_shares(maps).round(decimals=4).tolist(),
             "rare_rate": rare.round(4).tolist()}
+
+
+def heads_over_training(history: list[dict]) -> pd.DataFrame:
+    """A run's `history` (its record's dev evaluations, each with `head_statistics` under "heads")
+    as one tidy row per (update, layer, head): confidence, rare-token rate and the share of argmax
+    at each offset ("offset -2" .. "offset +2"). Evaluations without statistics are left out."""
+    rows = []
+    for entry in history:
+        stats = entry.get("heads")
+        if not stats:
+            continue
+        for l, (conf, shares, rare) in enumerate(zip(stats["confidence"], stats["offset_share"], stats["rare_rate"])):
+            for h in range(len(conf)):
+                rows.append({"step": entry["step"], "layer": l + 1, "head": h + 1, "confidence": conf[h],
+                             "rare_rate": rare[h], **{f"offset {o:+d}": shares[h][j] for j, o in enumerate(stats["offsets"])}})
+    return pd.DataFrame(rows)
+
+
+def emergence_summary(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per update of `heads_over_training`: the most positional head (its largest share at one
+    offset of -2..+2, that offset, and its layer and head), the largest confidence and the largest
+    layer-1 rare-token rate: how close the paper's functions (Sec. 5: >= 90% at one offset, the
+    rare-word head in layer 1) are at each point of training."""
+    offsets = [c for c in curves.columns if c.startswith("offset ")]
+    share = curves[offsets].max(axis=1)
+    rows = []
+    for step, idx in curves.groupby("step").groups.items():
+        best = share.loc[idx].idxmax()
+        layer1 = curves.loc[idx][curves.loc[idx, "layer"] == 1]
+        rows.append({"step": step, "best positional share": float(share[best]),
+                     "its offset": int(curves.loc[best, offsets].astype(float).idxmax().split()[1]),
+                     "its head": f"L{curves.loc[best, 'layer']}H{curves.loc[best, 'head']}",
+                     "max confidence": float(curves.loc[idx, "confidence"].max()),
+                     "max layer-1 rare rate": float(layer1["rare_rate"].max())})
+    return pd.DataFrame(rows)
+
+
+def emergence_rate(summary: pd.DataFrame, threshold: float = 0.9) -> dict:
+    """How fast the most positional head's share grows (an `emergence_summary`): the least-squares
+    slope over the second half of the evaluations, per 1,000 updates, and the update at which it
+    would reach `threshold` (the paper's 90%, Sec. 5.1) at that slope (None if it does not grow)."""
+    half = summary.iloc[len(summary) // 2:]
+    steps, shares = half["step"].to_numpy(float), half["best positional share"].to_numpy(float)
+    slope = float(np.polyfit(steps, shares, 1)[0]) * 1000 if len(half) > 1 else 0.0
+    last = summary.iloc[-1]
+    reach = None
+    if slope > 0:
+        reach = int(last["step"] + max(threshold - last["best positional share"], 0) / slope * 1000)
+    return {"slope_per_1000": slope, "from_step": int(half["step"].iloc[0]), "threshold": threshold,
+            "reaches_threshold_at": reach}

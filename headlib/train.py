@@ -328,7 +328,8 @@ def finalize(trainer: Trainer) -> dict:
                "machine": machine(), "run_dir": out.name, "steps": s["step"], "epochs": s["epoch"],
                "train_minutes": round(s["elapsed"] / 60, 2),
                "train_tokens": s["tokens"], "tokens_per_second": round(s["tokens"] / max(s["elapsed"], 1e-9), 1),
-               "stopped": s["stopped"], "parameters": model.num_parameters(), "history": s["history"],
+               "stopped": s["stopped"], "parameters": model.num_parameters(), "fingerprint": model.fingerprint(),
+               "history": s["history"],
                "dev_best_vs_averaged": dev_scores, "chosen_weights": chosen, "dev_beam_by_alpha": alphas,
                "averaged_snapshots": [int(n[5:12]) for n in s["snapshots"]] if "averaged" in candidates else [],
                "len_alpha": alpha, "test": tests}

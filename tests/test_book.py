@@ -54,6 +54,68 @@ def test_every_glue_reference_is_defined(smoke):
     assert book.check(smoke.out) == []
 
 
+def _copy(smoke, tmp_path):
+    """A hand-built book: a copy of the consistent smoke book (and of the notebooks) to break."""
+    copy, src = tmp_path / "book", tmp_path / "notebooks"
+    shutil.copytree(smoke.out, copy, ignore=shutil.ignore_patterns("_build"))
+    shutil.copytree(book.NOTEBOOK_DIR, src)
+    return copy, src
+
+
+def _edit_manifest(copy, page, edit):
+    path = copy / "executed" / "en-de" / "seed1" / f"{page}.manifest.json"
+    manifest = json.loads(path.read_text())
+    edit(manifest)
+    path.write_text(json.dumps(manifest))
+    return manifest
+
+
+def test_the_consistent_smoke_book_passes_the_check_and_records_its_model(smoke, tmp_path):
+    copy, src = _copy(smoke, tmp_path)
+    assert book.check(copy, src) == []
+    manifests = [json.loads(path.read_text()) for path in (copy / "executed").rglob("*.manifest.json")]
+    models = {json.dumps(m["model"]) for m in manifests if m.get("model")}
+    assert len(models) == 1                     # every page that reads a model reads the same one
+    model, = map(json.loads, models)
+    assert len(model["fingerprint"]) == 12 and model["run"].startswith("en-de-smoke-")
+
+
+def test_check_refuses_a_page_of_another_model(smoke, tmp_path):
+    """A model retrained elsewhere keeps its run name, not its weights: the fingerprint decides."""
+    copy, src = _copy(smoke, tmp_path)
+    _edit_manifest(copy, "05_head_functions", lambda m: m["model"].update(fingerprint="0123456789ab"))
+    problems = book.check(copy, src)
+    assert len(problems) == 1 and problems[0].startswith("executed/en-de/seed1/05_head_functions: reads model")
+    assert "0123456789ab" in problems[0] and "not the Sec. 3 model of en-de, seed1" in problems[0]
+    _edit_manifest(copy, "05_head_functions", lambda m: m.pop("model"))      # a page from before fingerprints
+    assert "records no model fingerprint" in book.check(copy, src)[0]
+
+
+def test_check_refuses_a_page_executed_from_another_source(smoke, tmp_path):
+    copy, src = _copy(smoke, tmp_path)
+    nb = nbformat.read(src / "04_important_heads.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("A sentence added after the page was executed."))
+    nbformat.write(nb, src / "04_important_heads.ipynb")
+    problems = book.check(copy, src)
+    assert len(problems) == 1 and problems[0].startswith("executed/en-de/seed1/04_important_heads: executed from another source")
+
+
+def test_check_refuses_a_manifest_whose_key_is_not_its_basis(smoke, tmp_path):
+    """A manifest "refreshed" by hand (its recorded upstream changed, the key kept)."""
+    copy, src = _copy(smoke, tmp_path)
+    _edit_manifest(copy, "03_data_and_models", lambda m: m["upstream"]["artifacts"].update({"runs/x/results.json": "y"}))
+    problems = book.check(copy, src)
+    assert len(problems) == 1 and problems[0].startswith("executed/en-de/seed1/03_data_and_models: its manifest's key")
+
+
+def test_check_refuses_a_missing_glue_key(smoke, tmp_path):
+    copy, src = _copy(smoke, tmp_path)
+    with open(copy / "intro.md", "a", encoding="utf-8") as f:
+        f.write("\nA {glue:text}`executed/en-de/seed1/03_data_and_models.ipynb::sec3-no-such-number:.1f`.\n")
+    problems = book.check(copy, src)
+    assert len(problems) == 1 and "sec3-no-such-number" in problems[0] and "intro" in problems[0]
+
+
 def test_glue_outputs_use_the_papermill_record_mime_prefix(smoke):
     """What myst-nb 1.4's glue(..., display=False) writes, and what glue_definitions relies on."""
     nb = nbformat.read(smoke.results[0].output, as_version=4)

@@ -4,7 +4,7 @@ from collections import Counter
 import pytest
 import torch
 
-from headlib.heads import (Parsed, confidence, offset_shares, piece_to_word, positional_heads, rare_word_rates,
+from headlib.heads import (Parsed, confidence, emergence_rate, emergence_summary, heads_over_training, offset_shares, piece_to_word, positional_heads, rare_word_rates,
                            syntactic_accuracy, syntactic_heads, word_attention)
 
 
@@ -56,6 +56,39 @@ def test_offset_shares_agree_with_a_count_of_argmax_offsets():
     for row in table.itertuples():
         if -2 <= row.offset <= 2:
             assert shares[row.layer - 1, row.head - 1, row.offset + 2].item() == pytest.approx(row.fraction)
+
+
+def test_heads_over_training_tidies_a_history_and_finds_the_most_positional_head():
+    """Two evaluations of a 2-layer, 2-head model: the rows are the recorded numbers; the summary's
+    best head is the largest share at any offset, found by a plain scan."""
+    def stats(shares, conf, rare):
+        return {"sentences": 5, "offsets": [-2, -1, 0, 1, 2], "confidence": conf, "offset_share": shares, "rare_rate": rare}
+    flat = [0.2] * 5
+    history = [{"step": 400, "dev_bleu": 1.0},                                # before statistics were recorded
+               {"step": 800, "heads": stats([[flat, [0, 0.5, 0.1, 0, 0]], [flat, flat]], [[0.3, 0.4], [0.5, 0.6]],
+                                            [[0.1, 0.7], [0.9, 0.0]])},
+               {"step": 1200, "heads": stats([[flat, flat], [[0, 0, 0.1, 0.2, 0.65], flat]], [[0.3, 0.4], [0.5, 0.8]],
+                                             [[0.2, 0.3], [0.9, 0.0]])}]
+    curves = heads_over_training(history)
+    assert len(curves) == 8 and set(curves["step"]) == {800, 1200}
+    row = curves[(curves["step"] == 800) & (curves["layer"] == 1) & (curves["head"] == 2)].iloc[0]
+    assert (row["offset -1"], row["confidence"], row["rare_rate"]) == (0.5, 0.4, 0.7)
+    summary = emergence_summary(curves).set_index("step")
+    assert summary.loc[800, "best positional share"] == 0.5 and summary.loc[800, "its offset"] == -1
+    assert summary.loc[800, "its head"] == "L1H2"
+    assert summary.loc[1200, "best positional share"] == 0.65 and summary.loc[1200, "its offset"] == 2
+    assert summary.loc[1200, "its head"] == "L2H1" and summary.loc[1200, "max confidence"] == 0.8
+    assert summary.loc[800, "max layer-1 rare rate"] == 0.7 and summary.loc[1200, "max layer-1 rare rate"] == 0.3
+
+
+def test_emergence_rate_is_the_slope_of_the_second_half_and_its_extrapolation():
+    import pandas as pd
+    summary = pd.DataFrame({"step": [400, 800, 1200, 1600], "best positional share": [0.9, 0.1, 0.3, 0.4]})
+    rate = emergence_rate(summary)               # the second half: (1200, 0.3), (1600, 0.4)
+    assert rate["slope_per_1000"] == pytest.approx(0.25) and rate["from_step"] == 1200
+    assert rate["reaches_threshold_at"] == 1600 + 2000           # 0.5 to go at 0.25 per 1,000 updates
+    flat = summary.assign(**{"best positional share": [0.1, 0.5, 0.4, 0.4]})
+    assert emergence_rate(flat)["reaches_threshold_at"] is None
 
 
 class CharBPE:

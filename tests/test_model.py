@@ -254,8 +254,7 @@ def test_bf16_fast_path_matches_fp32(trained_tiny):
     torch.manual_seed(5)
     src = torch.randint(4, 12, (8, 7))
     tgt = torch.cat([torch.ones(8, 1, dtype=torch.long), src.flip(1)], 1)
-    cfg = get_config("smoke")
-    assert cfg.train.bf16
+    cfg = get_config("smoke", ["train.bf16=true"])   # the base profile's training path
     with torch.no_grad():
         fp32 = model(src, tgt)
         with autocast(cfg, torch.device("cpu")):
@@ -286,19 +285,20 @@ def test_dropout_drops_at_rate_p_and_keeps_the_expectation(masks):
     assert dropout(x, 0.2, training=False, masks=masks) is x and dropout(x, 0.0, True, masks) is x
 
 
-def test_dropout_masks_reach_every_dropout_and_float32_is_the_committed_draw():
+def test_dropout_masks_reach_every_dropout_and_float32_is_the_plain_draw():
     x = torch.randn(7, 9)
     torch.manual_seed(3)
     y = dropout(x, 0.3, True, "float32")
-    torch.manual_seed(3)                   # the committed runs' dropout, as it was written
+    torch.manual_seed(3)                   # float32 masks: torch's own dropout, written out
     assert torch.equal(y, x * (torch.rand(x.shape) >= 0.3).to(x.dtype) * (1.0 / (1.0 - 0.3)))
 
     model = Transformer(tiny_model_config(dropout=0.3), 20).train()
     src, tgt = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[1, 8, 9]])
     torch.manual_seed(3)
     reference = model(src, tgt)
-    model.set_dropout_masks("int16")
-    assert {m.dropout_masks for m in model.modules() if hasattr(m, "dropout_masks")} == {"int16"}
+    assert model.cfg.dropout_masks == "int16"      # the default
+    model.set_dropout_masks("float32")
+    assert {m.dropout_masks for m in model.modules() if hasattr(m, "dropout_masks")} == {"float32"}
     torch.manual_seed(3)
     assert not torch.equal(model(src, tgt), reference)
     with pytest.raises(ValueError, match="model.dropout_masks"):
