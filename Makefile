@@ -1,11 +1,15 @@
 # The two commands of the README:
-#   make book   set up .venv, run the study (default profile: cpu, pair en-de), build the book
+#   make book   set up .venv, run the study (default profile: cpu, pair en-de), check that the book
+#               is one consistent whole (headlib.book check), build it; it first prints an estimate
+#               of the time from the measured costs. Pages whose inputs did not change are skipped.
+#   make book FORCE=1   re-execute every page (and train what artifacts/ lacks)
 #   make test   set up .venv, run the tests (smoke profile, including the smoke book in a browser)
 VENV    := .venv
 PY      := $(VENV)/bin/python
 PROFILE ?= cpu
 PAIRS   ?= en-de
 SEEDS   ?= 1
+FORCE   ?=
 # The cpu profile's book is book/ (its executed notebooks are committed); any other profile builds
 # into artifacts/book-<profile>/ so that it never overwrites them.
 BOOK    ?= $(if $(filter cpu,$(PROFILE)),book,artifacts/book-$(PROFILE))
@@ -19,9 +23,10 @@ $(VENV)/.installed: requirements.txt
 	touch $@
 
 study: $(VENV)/.installed
-	$(PY) -m headlib.book run --profile $(PROFILE) --pairs $(PAIRS) --seeds $(SEEDS) --out $(BOOK)
+	$(PY) -m headlib.book run --profile $(PROFILE) --pairs $(PAIRS) --seeds $(SEEDS) --out $(BOOK) $(if $(FORCE),--force)
 
 book: study
+	$(PY) -m headlib.book check --profile $(PROFILE) --out $(BOOK)
 	$(VENV)/bin/jupyter-book build $(BOOK) -W -n --keep-going
 
 test: $(VENV)/.installed

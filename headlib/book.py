@@ -398,6 +398,45 @@ def status(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Itera
     return result
 
 
+def seconds_per_update(cfg) -> tuple[float, str] | None:
+    """Measured training cost of `cfg`'s model: seconds per update of its own committed record,
+    else the mean over the profile's other committed records; with where it was measured."""
+    from .results import results_dir
+    from .train import committed_record
+    own = committed_record(cfg)
+    records = [own] if own else [json.loads(p.read_text()) for p in
+                                 sorted(results_dir(cfg.profile, cfg.data.pair, 1).parent.parent.glob(
+                                     "*/seed*/training_results.json"))]
+    rates = [r["train_minutes"] * 60 / r["steps"] for r in records if r.get("steps")]
+    if not rates:
+        return None
+    where = "its committed record" if own else f"{len(rates)} committed {cfg.profile} record(s)"
+    return sum(rates) / len(rates), where
+
+
+def estimate(plan: Sequence[tuple[Task, list[str]]], out: Path) -> tuple[float, list[str]]:
+    """Seconds that executing the tasks of `plan` (from `status`) that would execute costs: each
+    page at its last measured time (its manifest), each training it needs at `seconds_per_update`;
+    and a line for each part of it, the unmeasured ones included."""
+    from .train import run_dir
+    total, lines = 0.0, []
+    for task, why in plan:
+        if not why:
+            continue
+        if task.nb.trains and not (run_dir(cfg := task.config()) / "results.json").is_file():
+            rate = seconds_per_update(cfg)
+            if rate is None:
+                lines.append(f"training {task.pair} seed {task.seed}: not measured for the {task.profile} profile")
+            else:
+                total += rate[0] * cfg.train.max_steps
+                lines.append(f"training {task.pair} seed {task.seed}: {_clock(rate[0] * cfg.train.max_steps)} "
+                             f"({cfg.train.max_steps:,} updates at {rate[0]:.2f} s each, from {rate[1]})")
+        seconds = (read_manifest(task.output(out)) or {}).get("seconds")
+        total += seconds or 0.0
+        lines.append(f"{task.label}: {_clock(seconds) + ' (last execution)' if seconds else 'never measured'}")
+    return total, lines
+
+
 def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable[int] = (1,),
         out: str | Path | None = None, force: bool = False, progress: bool = True, log_output: bool = False,
         notebooks: Sequence[Notebook] = NOTEBOOKS, src_dir: Path = NOTEBOOK_DIR,
@@ -417,6 +456,11 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
     for nb in notebooks:
         check_parameters(src_dir / f"{nb.name}.ipynb")
     log(f"[book] profile {profile}: {len(tasks)} notebook run(s) into {_rel(out)}")
+    plan = [(t, why or (["--force"] if force else [])) for t, why in status(profile, pairs, seeds, out, notebooks, src_dir)]
+    seconds, parts = estimate(plan, out)
+    if parts:
+        log(f"[book] estimate: about {_clock(seconds)} for {sum(bool(w) for _, w in plan)} page(s), as measured "
+            "before (machines differ):\n  " + "\n  ".join(parts))
     t0, results = time.time(), []
     try:
         for i, task in enumerate(tasks, 1):
@@ -593,9 +637,12 @@ def main(argv=None) -> int:
                 print(f"warning: {p}", file=sys.stderr)
             return 0
         if args.command == "status":
-            for task, why in status(args.profile, [p for p in args.pairs.split(",") if p],
-                                    [int(s) for s in args.seeds.split(",") if s], out):
+            plan = status(args.profile, [p for p in args.pairs.split(",") if p],
+                          [int(s) for s in args.seeds.split(",") if s], out)
+            for task, why in plan:
                 print(f"{task.label}: {'would execute: ' + '; '.join(why) if why else 'current'}")
+            seconds, _ = estimate(plan, out)
+            print(f"estimate: about {_clock(seconds)} (pages and trainings at their measured times)")
             return 0
         if args.command == "check":
             problems = check(out)

@@ -136,3 +136,21 @@ def score(hyps: list[str], refs: list[str]) -> dict:
     return {"bleu": round(b.score, 2), "chrf": round(c.score, 2), "bp": round(b.bp, 3),
             "n": len(hyps), "bleu_signature": str(bleu.get_signature()),
             "chrf_signature": str(chrf.get_signature())}
+
+
+def paired_bootstrap(baseline: list[str], system: list[str], refs: list[str], samples: int = 1000) -> dict:
+    """sacreBLEU's paired bootstrap resampling (Koehn 2004; sacreBLEU's seed 12345): both corpus
+    BLEUs, the baseline's bootstrap mean and 95% half-interval, and the p-value of the system
+    against the baseline. `within` says whether the system's BLEU lies in the baseline's interval."""
+    from sacrebleu.significance import PairedTest
+    if not len(baseline) == len(system) == len(refs):
+        raise ValueError(f"paired_bootstrap: {len(baseline)} baseline, {len(system)} system hypotheses and "
+                         f"{len(refs)} references")
+    test = PairedTest([("baseline", baseline), ("system", system)], {"BLEU": BLEU()}, references=[refs],
+                      test_type="bs", n_samples=samples)
+    _, scores = test()
+    base, other = scores["BLEU"]
+    row = {"baseline_bleu": round(base.score, 2), "baseline_mean": round(base.mean, 2),
+           "baseline_ci": round(base.ci, 2), "system_bleu": round(other.score, 2),
+           "p_value": round(other.p_value, 4), "samples": samples}
+    return row | {"within": abs(row["system_bleu"] - row["baseline_mean"]) <= row["baseline_ci"]}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -78,58 +79,98 @@ def make_gates(cfg: PruneConfig, shapes: dict[str, tuple[int, int]]):
     raise ValueError(f"prune method must be hard-concrete, dsp or fixed, got {cfg.method!r}")
 
 
+class Pruning:
+    """One gated fine-tuning in progress: a copy of the model, its gates, the optimizer and the
+    batch stream. `train(steps, lam)` fine-tunes on; `snapshot()` is the model as it would be
+    pruned now (gates fixed to 0/1) without ending the fine-tuning, which may go on at another
+    lambda: the continuation path of `prune_path`."""
+
+    def __init__(self, model, data: Prepared, cfg: PruneConfig):
+        torch.manual_seed(cfg.seed)
+        self.cfg, self.step, self.history, self.seconds = cfg, 0, [], 0.0
+        self.model = model = copy.deepcopy(model).train()
+        if cfg.fast_kernels:
+            model.set_dropout_masks("int16")
+        shapes = {k: tuple(model.head_mask(k).shape) for k in cfg.kinds}
+        self.device = dev = next(model.parameters()).device
+        gates = make_gates(cfg, shapes)
+        if gates is None:
+            fixed = parse_mask_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
+            for k in cfg.kinds:
+                if k not in fixed:
+                    raise ValueError(f"prune: the fixed mask must name every pruned kind; {k} missing in {cfg.mask!r}")
+                model.set_head_mask(k, fixed[k].to(dev) * model.head_mask(k))
+        else:
+            gates = gates.to(dev)
+        self.gates = gates
+        params = trainable_parameters(model, cfg.kinds)
+        train_ids = {id(p) for p in params}
+        for p in model.parameters():
+            p.requires_grad_(id(p) in train_ids)
+        groups = [{"params": params, "lr": cfg.lr}]
+        if gates is not None:
+            groups.append({"params": gates.parameters(), "lr": cfg.logit_lr if cfg.method == "dsp" else cfg.gate_lr})
+        self.opt = torch.optim.Adam(groups, betas=(0.9, 0.98), eps=1e-9)
+        self.stream = batch_stream(data.train, cfg.max_tokens, cfg.seed)
+
+    def train(self, steps: int, lam: float, progress: bool = False) -> None:
+        """`steps` more updates of L = L_xent + lam * sum_h P(g_h != 0)."""
+        cfg, model, gates = self.cfg, self.model, self.gates
+        todo = range(self.step, self.step + steps)
+        if progress:
+            from tqdm.auto import tqdm
+            todo = tqdm(todo, desc=f"prune {'+'.join(cfg.kinds)} {cfg.method} lambda={lam} k={cfg.k}", leave=False)
+        t0, last = time.time(), self.step + steps - 1
+        for step in todo:
+            src, tgt_in, tgt_out = (t.to(self.device) for t in next(self.stream))
+            self.opt.zero_grad(set_to_none=True)
+            if isinstance(gates, SubsetGates):
+                gates.anneal(step / max(cfg.steps - 1, 1))
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                loss, ntok = token_loss(model, src, tgt_in, tgt_out, cfg.label_smoothing,
+                                        gates=None if gates is None else gates(), fused=cfg.fast_kernels)
+            xent = loss / ntok
+            penalty = xent.new_zeros(()) if gates is None else gates.penalty()
+            (xent + lam * penalty).backward()
+            self.opt.step()
+            if step % 50 == 0 or step == last:
+                self.history.append({"step": step, "xent": round(xent.item(), 4), **(
+                    {"lam": lam, "expected_open": round(penalty.item(), 2)} if cfg.method == "hard-concrete" else {})})
+        self.step += steps
+        self.seconds += time.time() - t0
+
+    def snapshot(self, copy_model: bool = True) -> tuple[torch.nn.Module, PruneResult]:
+        """The model with the gates fixed to 0/1 (a copy, unless `copy_model` is False, which ends
+        the fine-tuning), in eval mode, and what the fine-tuning so far learned."""
+        model = copy.deepcopy(self.model) if copy_model else self.model
+        for p in model.parameters():
+            p.requires_grad_(True)
+        if self.gates is not None:
+            for k, m in self.gates.hard_masks().items():
+                model.set_head_mask(k, m * model.head_mask(k))
+        model.eval()
+        masks = {k: model.head_mask(k).cpu() for k in self.cfg.kinds}
+        scores = {} if self.gates is None else self.gates.scores()
+        return model, PruneResult(masks, scores, list(self.history), round(self.seconds / 60, 2))
+
+
 def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tuple[torch.nn.Module, PruneResult]:
     """Fine-tune a copy of `model` with gates; returns the pruned copy (hard masks installed)."""
-    torch.manual_seed(cfg.seed)
-    model = copy.deepcopy(model).train()
-    if cfg.fast_kernels:
-        model.set_dropout_masks("int16")
-    shapes = {k: tuple(model.head_mask(k).shape) for k in cfg.kinds}
-    dev = next(model.parameters()).device
-    gates = make_gates(cfg, shapes)
-    if gates is None:
-        fixed = parse_mask_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
-        for k in cfg.kinds:
-            if k not in fixed:
-                raise ValueError(f"prune: the fixed mask must name every pruned kind; {k} missing in {cfg.mask!r}")
-            model.set_head_mask(k, fixed[k].to(dev) * model.head_mask(k))
-    else:
-        gates = gates.to(dev)
-    params = trainable_parameters(model, cfg.kinds)
-    train_ids = {id(p) for p in params}
-    for p in model.parameters():
-        p.requires_grad_(id(p) in train_ids)
-    groups = [{"params": params, "lr": cfg.lr}]
-    if gates is not None:
-        groups.append({"params": gates.parameters(), "lr": cfg.logit_lr if cfg.method == "dsp" else cfg.gate_lr})
-    opt = torch.optim.Adam(groups, betas=(0.9, 0.98), eps=1e-9)
-    stream, history = batch_stream(data.train, cfg.max_tokens, cfg.seed), []
-    steps = range(cfg.steps)
-    if progress:
-        from tqdm.auto import tqdm
-        steps = tqdm(steps, desc=f"prune {'+'.join(cfg.kinds)} {cfg.method} lambda={cfg.lam} k={cfg.k}", leave=False)
-    t0 = time.time()
-    for step in steps:
-        src, tgt_in, tgt_out = (t.to(dev) for t in next(stream))
-        opt.zero_grad(set_to_none=True)
-        if isinstance(gates, SubsetGates):
-            gates.anneal(step / max(cfg.steps - 1, 1))
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-            loss, ntok = token_loss(model, src, tgt_in, tgt_out, cfg.label_smoothing,
-                                    gates=None if gates is None else gates(), fused=cfg.fast_kernels)
-        xent = loss / ntok
-        penalty = xent.new_zeros(()) if gates is None else gates.penalty()
-        (xent + cfg.lam * penalty).backward()
-        opt.step()
-        if step % 50 == 0 or step == cfg.steps - 1:
-            history.append({"step": step, "xent": round(xent.item(), 4),
-                            **({"expected_open": round(penalty.item(), 2)} if cfg.method == "hard-concrete" else {})})
-    for p in model.parameters():
-        p.requires_grad_(True)
-    if gates is not None:
-        for k, m in gates.hard_masks().items():
-            model.set_head_mask(k, m * model.head_mask(k))
-    model.eval()
-    masks = {k: model.head_mask(k).cpu() for k in cfg.kinds}
-    result = PruneResult(masks, {} if gates is None else gates.scores(), history, round((time.time() - t0) / 60, 2))
-    return model, result
+    run = Pruning(model, data, cfg)
+    run.train(cfg.steps, cfg.lam, progress)
+    return run.snapshot(copy_model=False)
+
+
+def prune_path(model, data: Prepared, cfg: PruneConfig, lams: Sequence[float], progress: bool = False
+               ) -> Iterator[tuple[float, torch.nn.Module, PruneResult]]:
+    """The continuation path: one Hard Concrete fine-tuning whose lambda steps through `lams` in
+    order, `cfg.steps` updates at each, every lambda warm-started from the previous lambda's gated
+    model (weights, gates and optimizer state). Yields (lambda, pruned copy, result) after each.
+    With k lambdas it costs k * cfg.steps updates; its first point is `prune` at lams[0]."""
+    if cfg.method != "hard-concrete":
+        raise ValueError(f"prune_path: the continuation path follows lambda, so method must be hard-concrete, "
+                         f"got {cfg.method!r}")
+    run = Pruning(model, data, cfg)
+    for lam in lams:
+        run.train(cfg.steps, lam, progress)
+        yield (lam, *run.snapshot())

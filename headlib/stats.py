@@ -138,6 +138,25 @@ RECIPE_RUNS = ("en-de/seed1/training_results.inverse-sqrt-bf16.json",
 WIDE_ALPHA_RUN = "benchmarks/en-de_45min_amx_bf16_lr2e-3_clock_tok2048_alpha-to-2.2.json"
 
 
+# benchmarks/train_throughput.py on the cpu profile's batch (2,048 tokens), 2 cores, one record per
+# kind of CPU: what decided that the CPU profiles train in fp32 on every machine.
+PRECISION_RUNS = ("benchmarks/train_throughput_amx_tok2048.json",
+                  "benchmarks/train_throughput_no_amx_epyc_tok2048.json",
+                  "benchmarks/train_throughput_avx2_tok2048.json")
+
+
+def precision_table(records: list[dict], system: str = "headlib fast (pre-LN)") -> pd.DataFrame:
+    """Training throughput of `system` in fp32 and under bf16 autocast, one row per benchmark
+    record (one kind of CPU): its bf16 instructions, tokens/s of each precision and their ratio."""
+    rows = []
+    for r in records:
+        speed = {dtype: r["results"][dtype]["systems"][system]["tok_per_s_median"] for dtype in ("fp32", "bf16")}
+        rows.append({"CPU's bf16 instructions": r["kernels"]["bf16"], "tokens per batch": r["max_tokens"],
+                     "fp32 tokens/s": speed["fp32"], "bf16 autocast tokens/s": speed["bf16"],
+                     "bf16 / fp32": speed["bf16"] / speed["fp32"]})
+    return pd.DataFrame(rows)
+
+
 def recipe_records(root: Path = REPO / "results" / "cpu", names: tuple[str, ...] = RECIPE_RUNS) -> list[dict]:
     """The run records `names` (by default `RECIPE_RUNS`), in that order."""
     return [json.loads((root / name).read_text()) for name in names]
@@ -171,5 +190,17 @@ def recipe_table(records: list[dict]) -> pd.DataFrame:
                      "machine": machine.get("bf16", "not recorded"), "updates": int(r["steps"]),
                      "target tokens (M)": r["train_tokens"] / 1e6, "tokens/s": float(r["tokens_per_second"]),
                      "minutes": float(r["train_minutes"]), "length alpha": float(r["len_alpha"]),
+                     "dev BLEU beam": float(r.get("dev_beam_by_alpha", {}).get(f"{r['len_alpha']:g}", "nan")),
                      f"BLEU beam ({test})": float(r["test"][test]["beam"]["bleu"])})
     return pd.DataFrame(rows)
+
+
+def recipe_choice(table: pd.DataFrame) -> dict:
+    """Which run of a `recipe_table` dev chooses (highest dev BLEU, beam) and which test would
+    have: their row numbers (0-based) and scores. Rows without a dev score are not candidates."""
+    test_column = next(c for c in table.columns if c.startswith("BLEU beam ("))
+    scored = table.dropna(subset=["dev BLEU beam"])
+    by_dev, by_test = int(scored["dev BLEU beam"].idxmax()), int(scored[test_column].idxmax())
+    return {"dev_row": by_dev, "test_row": by_test, "dev_bleu": float(table.loc[by_dev, "dev BLEU beam"]),
+            "dev_choice_test_bleu": float(table.loc[by_dev, test_column]),
+            "test_choice_test_bleu": float(table.loc[by_test, test_column]), "candidates": len(scored)}

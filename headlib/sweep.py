@@ -26,7 +26,8 @@ from .data import load_split, main_test_set
 from .files import write_json
 from .importance import keep_top, random_mask
 from .model import mask_spec, parse_mask_spec
-from .prune import PruneConfig, prune
+from .decode import paired_bootstrap, score, translate
+from .prune import PruneConfig, prune, prune_path
 from .train import Prepared, evaluate_bleu, run_record, train
 
 
@@ -55,13 +56,17 @@ def _read(path: Path, fingerprint: str | None = None) -> dict | None:
     return row
 
 
-def evaluate_masked(model, data: Prepared, pair: str, len_alpha: float, beam: int) -> dict:
-    """Dev greedy and main-test greedy + beam BLEU of `model` as it is (its head masks fixed)."""
+def evaluate_masked(model, data: Prepared, pair: str, len_alpha: float, beam: int,
+                    dev_hypotheses: bool = False) -> dict:
+    """Dev greedy and main-test greedy + beam BLEU of `model` as it is (its head masks fixed), and
+    if asked the dev translations (for a paired bootstrap against another point)."""
     test = load_split(pair, main_test_set(pair))
-    return {"dev_greedy": evaluate_bleu(model, data.bpe, data.dev)["bleu"],
+    dev = translate(model, data.bpe, data.dev.src)
+    return {"dev_greedy": score(dev, list(data.dev.tgt))["bleu"],
             "test_greedy": evaluate_bleu(model, data.bpe, test)["bleu"],
             "test_beam": evaluate_bleu(model, data.bpe, test, beam, len_alpha)["bleu"],
-            "test_set": test.name, "beam": beam, "len_alpha": len_alpha}
+            "test_set": test.name, "beam": beam, "len_alpha": len_alpha,
+            **({"dev_hypotheses": dev} if dev_hypotheses else {})}
 
 
 def counts(model) -> dict:
@@ -82,9 +87,10 @@ def full_point(model, data: Prepared, pair: str, len_alpha: float, beam: int, ou
 
 
 def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: float, beam: int,
-                out: Path, progress: bool = False) -> dict:
+                out: Path, progress: bool = False, dev_hypotheses: bool = False) -> dict:
     """Fine-tune with gates (at one lambda, or exactly k for DSP) or with a fixed mask, fix the
-    gates to 0/1, score with the hard mask (no fine-tuning after fixing)."""
+    gates to 0/1, score with the hard mask (no fine-tuning after fixing); with `dev_hypotheses`
+    the row keeps the dev translations (a stored row without them is recomputed)."""
     path, fingerprint = out / point_name(cfg), model.fingerprint()
     if (row := _read(path, fingerprint)) is not None:
         settings = json.loads(json.dumps(dataclasses.asdict(cfg)))   # as the row records them (lists, not tuples)
@@ -92,6 +98,8 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
         if differ:
             raise ValueError(f"{path} was computed with other settings ({', '.join(differ)}) under the same name; "
                              "remove it to recompute")
+    if row is not None and dev_hypotheses and "dev_hypotheses" not in row:
+        row = None
     if row is not None and cfg.method == "fixed":
         wanted = parse_mask_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
         if any(not torch.equal(kind_mask(row, k), m) for k, m in wanted.items()):
@@ -100,12 +108,76 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
         pruned, result = prune(model, data, cfg, progress)
         scores = {"hard-concrete": "log_alpha", "dsp": "logits"}.get(cfg.method)
         row = {"kinds": list(cfg.kinds), "lam": cfg.lam, "method": cfg.method, "label": cfg.label or cfg.method,
-               "model": fingerprint, **counts(pruned), **evaluate_masked(pruned, data, pair, len_alpha, beam),
+               "model": fingerprint, **counts(pruned),
+               **evaluate_masked(pruned, data, pair, len_alpha, beam, dev_hypotheses),
                **({scores: {k: a.tolist() for k, a in result.scores.items()}} if scores else {}),
                "prune_minutes": result.minutes, "history": result.history,
                "prune_config": dataclasses.asdict(cfg), "device": device_name()}
         write_json(path, row)
     return row
+
+
+def path_name(cfg: PruneConfig) -> str:
+    return f"{'+'.join(cfg.kinds)}-path-s{cfg.steps}.json"
+
+
+def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair: str, len_alpha: float,
+                beam: int, out: Path, progress: bool = False) -> list[dict]:
+    """The continuation path (`prune.prune_path`): `cfg.steps` updates at each lambda of `lams`, in
+    order, each point scored as `prune_point` scores one, with `path_updates` (the path's updates
+    up to it) and its dev translations. Written to out/`path_name` after every point; a finished
+    path of the same lambdas, settings and model is read back, any other is recomputed."""
+    path, fingerprint = out / path_name(cfg), model.fingerprint()
+    settings = json.loads(json.dumps(dataclasses.asdict(cfg)))
+    if (stored := _read(path, fingerprint)) is not None:
+        if stored["lams"] == list(lams) and stored["prune_config"] == settings and stored["finished"]:
+            return stored["points"]
+        print(f"{path}: another or an unfinished path; recomputing", flush=True)
+    rows = []
+    for i, (lam, pruned, result) in enumerate(prune_path(model, data, cfg, lams, progress), 1):
+        rows.append({"kinds": list(cfg.kinds), "lam": lam, "method": "hard-concrete", "label": "path",
+                     "model": fingerprint, "path_updates": i * cfg.steps, **counts(pruned),
+                     **evaluate_masked(pruned, data, pair, len_alpha, beam, dev_hypotheses=True),
+                     "log_alpha": {k: a.tolist() for k, a in result.scores.items()},
+                     "prune_minutes": result.minutes, "device": device_name()})
+        write_json(path, {"lams": list(lams), "model": fingerprint, "prune_config": settings,
+                          "finished": i == len(lams), "points": rows})
+    return rows
+
+
+def path_validation(path_rows: list[dict], independent: list[dict], refs: list[str], heads_tolerance: int = 2,
+                    curve_lams: int | None = None) -> dict:
+    """The continuation path against independent fine-tunings at the same lambdas (Sec. 6 at a
+    fraction of the cost): per lambda the heads each retained (they agree within
+    `heads_tolerance`) and a paired bootstrap on dev of the path's translations against the
+    independent point's (the path agrees when its BLEU lies in the independent point's 95%
+    interval). `update_ratio`: the path's updates over those of independent fine-tunings at each
+    of its `curve_lams` lambdas (default: the path's lambdas)."""
+    by_lam = {r["lam"]: r for r in path_rows}
+    rows = []
+    for ind in sorted(independent, key=lambda r: r["lam"]):
+        if ind["lam"] not in by_lam:
+            raise ValueError(f"path_validation: lambda {ind['lam']} is not on the path ({sorted(by_lam)})")
+        cheap = by_lam[ind["lam"]]
+        heads, heads_path = (sum(r["retained"][k] for k in r["kinds"]) for r in (ind, cheap))
+        boot = paired_bootstrap(ind["dev_hypotheses"], cheap["dev_hypotheses"], refs)
+        rows.append({"lam": ind["lam"], "heads_independent": heads, "heads_path": heads_path,
+                     "heads_agree": abs(heads - heads_path) <= heads_tolerance,
+                     "dev_independent": boot["baseline_bleu"], "dev_independent_ci": boot["baseline_ci"],
+                     "dev_path": boot["system_bleu"], "p_value": boot["p_value"], "bleu_agrees": boot["within"],
+                     "test_beam_independent": ind["test_beam"], "test_beam_path": cheap["test_beam"],
+                     "updates_independent": ind["prune_config"]["steps"], "updates_path": cheap["path_updates"]})
+    path_updates = max(r["path_updates"] for r in path_rows)
+    independent_updates = (curve_lams or len(path_rows)) * independent[0]["prune_config"]["steps"]
+    return {"points": rows, "path_updates": path_updates, "independent_updates": independent_updates,
+            "update_ratio": round(path_updates / independent_updates, 4),
+            "agrees": bool(rows) and all(r["heads_agree"] and r["bleu_agrees"] for r in rows)}
+
+
+def matched_budget(baseline_steps: int, row: dict) -> int:
+    """Updates of a from-scratch run matched to a pruned point: the baseline's training plus the
+    point's fine-tuning (its path's updates up to it, for a point of the continuation path)."""
+    return baseline_steps + row.get("path_updates", row.get("prune_config", {}).get("steps", 0))
 
 
 def canonical_spec(spec: str) -> str:

@@ -1,11 +1,13 @@
 """Pruning by fine-tuning: decoder untouched in encoder-only pruning; masks installed; lambda works."""
+import dataclasses
+
 import pytest
 import torch
 
 from headlib.config import get_config
 from headlib.gates import HardConcreteGates
 from headlib.model import Transformer
-from headlib.prune import PruneConfig, prune
+from headlib.prune import PruneConfig, Pruning, prune, prune_path
 from headlib.train import prepare_data
 
 
@@ -72,3 +74,30 @@ def test_fixed_mask_is_kept_and_only_the_encoder_trains(smoke):
     assert all(torch.equal(v, pruned.state_dict()[k]) for k, v in before.items())
     with pytest.raises(ValueError, match="must name every pruned kind"):
         prune(model, data, PruneConfig(kinds=("dec-self",), method="fixed", mask=spec, steps=1))
+
+
+def _same_weights(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_the_continuation_path_warm_starts_each_lambda_from_the_previous_gated_model(smoke):
+    """Its first point is the independent fine-tuning at that lambda, bitwise; its second is that
+    fine-tuning continued at the next lambda, as if no point had been taken in between."""
+    model, data = smoke
+    cfg = PruneConfig(kinds=("enc-self",), steps=20, gate_lr=0.1)
+    lams = (0.0, 5.0)
+    path = list(prune_path(model, data, cfg, lams))
+    assert [lam for lam, _, _ in path] == list(lams)
+    alone, alone_result = prune(model, data, dataclasses.replace(cfg, lam=lams[0]))
+    (_, first, first_result), (_, second, second_result) = path
+    assert _same_weights(first, alone) and torch.equal(first_result.scores["enc-self"], alone_result.scores["enc-self"])
+
+    run = Pruning(model, data, cfg)                       # the same fine-tuning, without the snapshot
+    run.train(cfg.steps, lams[0])
+    run.train(cfg.steps, lams[1])
+    continued, _ = run.snapshot()
+    assert _same_weights(second, continued)
+    assert sum(second_result.retained().values()) < sum(first_result.retained().values())   # lambda 5 closes heads
+    assert second_result.history[-1]["step"] == 2 * cfg.steps - 1 and second_result.history[-1]["lam"] == lams[1]
+    with pytest.raises(ValueError, match="method must be hard-concrete"):
+        next(prune_path(model, data, PruneConfig(method="dsp", k=3), lams))

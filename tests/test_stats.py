@@ -2,7 +2,7 @@
 runs that chose the cpu profile's recipe."""
 import pytest
 
-from headlib.stats import RECIPE_RUNS, WIDE_ALPHA_RUN, recipe_records, recipe_table, wide_alpha_choice
+from headlib.stats import PRECISION_RUNS, RECIPE_RUNS, precision_table, WIDE_ALPHA_RUN, recipe_choice, recipe_records, recipe_table, wide_alpha_choice
 
 
 def _record(schedule=None, bf16=True, machine=None, bleu=30.0):
@@ -60,3 +60,25 @@ def test_wide_alpha_choice_compares_the_wide_grids_pick_with_the_profiles():
     assert (choice["low"], choice["high"], choice["chosen"], choice["grid_best"]) == (0.6, 2.2, 2.2, 1.4)
     assert choice["dev_margin"] == pytest.approx(0.06) and choice["test_bleu"] == 35.6
     assert choice["test_set"] == "test_2016_flickr"
+
+
+def test_recipe_choice_is_made_on_dev_and_says_what_test_would_have_chosen():
+    runs = [_record(bleu=36.0) | {"dev_beam_by_alpha": {"1": 38.0}},
+            _record(bleu=36.9) | {"dev_beam_by_alpha": {"1": 37.5}},     # best on test, not on dev
+            _record(bleu=40.0)]                                          # no dev score: not a candidate
+    table = recipe_table(runs)
+    assert table["dev BLEU beam"].iloc[:2].tolist() == [38.0, 37.5] and table["dev BLEU beam"].isna().iloc[2]
+    choice = recipe_choice(table)
+    assert (choice["dev_row"], choice["test_row"], choice["candidates"]) == (0, 1, 2)
+    assert (choice["dev_bleu"], choice["dev_choice_test_bleu"], choice["test_choice_test_bleu"]) == (38.0, 36.0, 36.9)
+
+
+def test_precision_table_compares_fp32_with_bf16_per_kind_of_cpu():
+    def bench(bf16, fp32_speed, bf16_speed):
+        systems = lambda v: {"systems": {"headlib fast (pre-LN)": {"tok_per_s_median": v}, "Marian": {"tok_per_s_median": 1}}}
+        return {"kernels": {"bf16": bf16}, "max_tokens": 2048, "results": {"fp32": systems(fp32_speed), "bf16": systems(bf16_speed)}}
+    table = precision_table([bench("amx_bf16", 1000.0, 1900.0), bench("none", 1400.0, 35.0)])
+    assert table["CPU's bf16 instructions"].tolist() == ["amx_bf16", "none"]
+    assert table["bf16 / fp32"].tolist() == pytest.approx([1.9, 0.025])
+    committed = precision_table(recipe_records(names=PRECISION_RUNS[:2]))   # AMX and AVX512-BF16 measured
+    assert committed["bf16 / fp32"].iloc[0] > 1.5 > 1.0 > committed["bf16 / fp32"].iloc[1]

@@ -1,5 +1,6 @@
 """Sec. 6 sweeps: fixed head masks (the from-scratch baseline), cached sweep points, and the
 readers of a sweep (order of kinds, survival, enrichment) on hand-built sweeps with known answers."""
+import dataclasses
 import json
 import math
 
@@ -255,3 +256,53 @@ def test_method_comparison_picks_each_methods_point_per_head_count():
     assert list(table.columns) == ["1 heads", "2 heads"]
     assert table.loc["random", "2 heads"] == "21.00 ± 1.41 (n=2)" and table.loc["DSP", "1 heads"] == "18.00"
     assert table.loc["Hard Concrete", "1 heads"] == "" and table.loc["from scratch", "2 heads"] == "28.00"
+
+
+def test_path_points_score_the_continuation_path_and_read_a_finished_one_back(tmp_path, monkeypatch):
+    import os
+    from headlib import sweep
+    from headlib.prune import PruneConfig, prune
+    from headlib.train import prepare_data
+    monkeypatch.setenv("HEADLIB_ARTIFACTS", os.environ.get("HEADLIB_ARTIFACTS", str(tmp_path / "artifacts")))
+    cfg = get_config("smoke")
+    data = prepare_data(cfg)
+    torch.manual_seed(0)
+    model = Transformer(cfg.model, data.bpe.vocab_size)
+    pc = PruneConfig(steps=4, gate_lr=0.1)
+    rows = sweep.path_points(model, data, pc, [0.0, 5.0], "en-de", 1.0, 1, tmp_path)
+    assert [r["lam"] for r in rows] == [0.0, 5.0] and [r["path_updates"] for r in rows] == [4, 8]
+    assert all(len(r["dev_hypotheses"]) == len(data.dev.src) for r in rows)
+    alone = prune(model, data, dataclasses.replace(pc, lam=0.0))[0]      # the first point is the independent one
+    assert rows[0]["mask"] == sweep.counts(alone)["mask"]
+    monkeypatch.setattr(sweep, "prune_path", lambda *a, **k: pytest.fail("recomputed a finished path"))
+    assert sweep.path_points(model, data, pc, [0.0, 5.0], "en-de", 1.0, 1, tmp_path) == rows
+    stored = json.loads((tmp_path / sweep.path_name(pc)).read_text())
+    assert stored["finished"] and stored["model"] == model.fingerprint()
+
+
+def _path_row(lam, heads, hyps, steps=None, path_updates=None):
+    row = {"lam": lam, "kinds": ["enc-self"], "retained": {"enc-self": heads}, "dev_hypotheses": hyps, "test_beam": 30.0}
+    return row | ({"prune_config": {"steps": steps}} if steps else {"path_updates": path_updates})
+
+
+def test_path_validation_needs_heads_within_two_and_dev_bleu_within_the_bootstrap_interval():
+    from headlib.sweep import path_validation
+    refs = [f"a man rides a {c} bike down the {s} street" for c in ("red", "blue", "old") for s in ("long", "wide", "busy")] * 8
+    good = [r.replace("street", "road") if i % 3 == 0 else r for i, r in enumerate(refs)]
+    bad = [" ".join(r.split()[:3]) for r in refs]
+    independent = [_path_row(0.01, 40, good, steps=500), _path_row(0.05, 20, good, steps=500)]
+    path = [_path_row(0.005, 45, good, path_updates=100), _path_row(0.01, 42, good, path_updates=200),
+            _path_row(0.05, 23, bad, path_updates=300)]
+    result = path_validation(path, independent, refs)
+    first, second = result["points"]
+    assert first["heads_agree"] and first["bleu_agrees"]                     # 40 vs 42 heads, same output
+    assert not second["heads_agree"] and not second["bleu_agrees"] and not result["agrees"]   # 20 vs 23; worse output
+    assert (result["path_updates"], result["independent_updates"], result["update_ratio"]) == (300, 1500, 0.2)
+    with pytest.raises(ValueError, match="lambda 0.2 is not on the path"):
+        path_validation(path, [_path_row(0.2, 10, good, steps=500)], refs)
+
+
+def test_matched_budget_adds_the_fine_tuning_to_the_baselines_training():
+    from headlib.sweep import matched_budget
+    assert matched_budget(2800, {"prune_config": {"steps": 500}}) == 3300
+    assert matched_budget(2800, {"path_updates": 300, "prune_config": {"steps": 100}}) == 3100

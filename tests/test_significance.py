@@ -1,0 +1,43 @@
+"""The paired bootstrap (sacreBLEU's) against a slow resampling written out here."""
+import random
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU
+
+from headlib.decode import paired_bootstrap
+
+WORDS = "a man in a blue shirt is riding a bike down the street while two dogs run beside him".split()
+
+
+def corpus(n=120, seed=0):
+    rng = random.Random(seed)
+    refs = [" ".join(rng.choices(WORDS, k=rng.randint(5, 12))) for _ in range(n)]
+    def noisy(p):   # each word replaced with probability p
+        return [" ".join(w if rng.random() > p else rng.choice(WORDS) for w in r.split()) for r in refs]
+    return refs, noisy
+
+
+def test_the_interval_is_a_bootstrap_of_the_baseline_and_a_worse_system_falls_outside():
+    refs, noisy = corpus()
+    baseline, close, worse = noisy(0.2), noisy(0.2), noisy(0.6)
+    same = paired_bootstrap(baseline, baseline, refs)
+    assert same["within"] and same["system_bleu"] == same["baseline_bleu"]
+    result = paired_bootstrap(baseline, worse, refs)
+    assert not result["within"] and result["p_value"] < 0.01 and result["system_bleu"] < result["baseline_bleu"]
+    assert paired_bootstrap(baseline, close, refs)["within"]
+
+    # the interval, by a slow bootstrap of the same corpus: resample sentences, rescore, 95% of the spread
+    rng, bleu = np.random.default_rng(1), BLEU()
+    scores = []
+    for _ in range(300):
+        idx = rng.integers(0, len(refs), len(refs))
+        scores.append(bleu.corpus_score([baseline[i] for i in idx], [[refs[i] for i in idx]]).score)
+    lo, hi = np.percentile(scores, [2.5, 97.5])
+    assert same["baseline_mean"] == pytest.approx(np.mean(scores), abs=0.5)
+    assert same["baseline_ci"] == pytest.approx((hi - lo) / 2, rel=0.25)
+
+
+def test_unequal_lengths_are_one_clear_error():
+    with pytest.raises(ValueError, match="3 baseline, 2 system hypotheses and 3 references"):
+        paired_bootstrap(["a"] * 3, ["a"] * 2, ["a"] * 3)
