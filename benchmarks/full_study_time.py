@@ -6,9 +6,9 @@ build the book strictly, and write the seconds of each phase and of each noteboo
     python benchmarks/full_study_time.py [--dir DIR] [--pairs en-de] [--json OUT]   # hours on 2 cores
 
 A clone reads the data of this checkout ($HEADLIB_DATA, else ../shared/data beside it). The
-training phase replays the committed run (its number of updates and averaged snapshots), so on a
-machine slower than the committed run's it takes longer than the run's clock; the Sec. 6 points
-are read from results/ when the replayed model's fingerprint matches theirs.
+training phase trains the profile's recipe (a fixed number of updates) from scratch; the Sec. 6
+points under results/ are reused only when the new model's fingerprint matches theirs, which on
+another machine it does not, so every sweep is recomputed.
 `--summarize DIR` only writes the JSON of a clone whose run finished (phase seconds from its log).
 """
 from __future__ import annotations

@@ -48,7 +48,8 @@ from typing import Callable, Iterable, Sequence
 
 from . import __version__
 from .files import artifacts_dir, file_digest, write_json, write_text
-from .glue_refs import check_glue, read_notebook
+from .glue_refs import check_glue, glued_text, read_notebook
+from .results import OTHER_MODELS
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -492,7 +493,9 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
             # the output goes with the tables as they are now, so the next run finds it unchanged.
             basis["upstream"] = upstream(task, out)
             key = _digest(basis)
+            others = glued_text(output, OTHER_MODELS)
             write_json(manifest_path(output), basis | {"key": key, "profile": profile, "model": page_model(task),
+                                                       "other_models": json.loads(others) if others else [],
                                                        "seconds": round(seconds, 1),
                                                        "executed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).chmod(0o644)
             log(f"[book {_clock(time.time() - t0)}] {i}/{len(tasks)} {task.label}: done in {_clock(seconds)}")
@@ -559,7 +562,8 @@ def check_manifests(out: Path, src_dir: Path = NOTEBOOK_DIR) -> list[str]:
 def check_models(out: Path) -> list[str]:
     """One model per (pair, seed): every page that reads a trained model reads the one of its
     (pair, seed)'s Sec. 3 page, by the weights' fingerprint (a model retrained elsewhere is
-    another model, even under the same run name)."""
+    another model, even under the same run name); the other models a page names (`OTHER_MODELS`)
+    carry their fingerprints."""
     problems, first = [], NOTEBOOKS[0].name
     for folder in sorted((out / "executed").glob("*/seed*")):
         sec3 = read_manifest(folder / f"{first}.ipynb") or {}
@@ -567,6 +571,8 @@ def check_models(out: Path) -> list[str]:
         for path in sorted(folder.glob("*.manifest.json")):
             page = path.relative_to(out).as_posix().removesuffix(".manifest.json")
             manifest = json.loads(path.read_text())
+            problems += [f"{page}: names model {m.get('run')} ({m.get('role')}) without its weights' fingerprint; "
+                         "retrain it or re-execute the page" for m in manifest.get("other_models", []) if not m.get("fingerprint")]
             reads_run = any(k.startswith("runs/") for k in manifest.get("upstream", {}).get("artifacts", {}))
             model = manifest.get("model") or {}
             if not (reads_run or model):

@@ -121,3 +121,14 @@ def check_glue(out: Path) -> list[str]:
         elif ref.key not in defined[ref.doc]:
             problems.append(f"{ref.page} (line/cell {ref.line}): glue key {ref.key!r} is not defined in {ref.doc}")
     return problems
+
+
+def glued_text(path: Path, key: str) -> str | None:
+    """The text a notebook glued under `key` (a str glued with display=False), or None."""
+    import ast
+    for cell in read_notebook(path).cells:
+        for output in cell.get("outputs", []):
+            if output.get("metadata", {}).get("scrapbook", {}).get("name") == key:
+                text = output.get("data", {}).get(GLUE_MIME_PREFIX + "text/plain")
+                return ast.literal_eval(text) if text is not None else None
+    return None

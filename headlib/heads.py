@@ -398,10 +398,11 @@ def heads_over_training(history: list[dict]) -> pd.DataFrame:
 
 def emergence_summary(curves: pd.DataFrame) -> pd.DataFrame:
     """Per update of `heads_over_training`: the most positional head (its largest share at one
-    offset of -2..+2, that offset, and its layer and head), the largest confidence and the largest
-    layer-1 rare-token rate: how close the paper's functions (Sec. 5: >= 90% at one offset, the
-    rare-word head in layer 1) are at each point of training."""
-    offsets = [c for c in curves.columns if c.startswith("offset ")]
+    offset of -2..+2 other than 0, that offset, and its layer and head; a head on the token itself
+    is not positional, Sec. 5.1), the largest confidence and the largest layer-1 rare-token rate:
+    how close the paper's functions (Sec. 5: >= 90% at one offset, the rare-word head in layer 1)
+    are at each point of training."""
+    offsets = [c for c in curves.columns if c.startswith("offset ") and c != "offset +0"]
     share = curves[offsets].max(axis=1)
     rows = []
     for step, idx in curves.groupby("step").groups.items():

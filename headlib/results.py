@@ -17,3 +17,23 @@ def results_dir(profile: str, pair: str, seed: int) -> Path:
     path = root / profile / pair / f"seed{seed}"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# The glue key under which a page names the trained models it reads besides its (pair, seed)'s own
+# Sec. 3 model (from-scratch runs, lottery tickets, domain or other pairs' models): the book runner
+# records them in the page's manifest, and `headlib.book check` needs each to carry its fingerprint.
+OTHER_MODELS = "other-models"
+
+
+def other_models(records, role: str) -> list[dict]:
+    """The models of training records (results.json) that a page reads besides its own, with the
+    role they play there: [{"run", "fingerprint", "role"}]."""
+    return [{"run": r["run_dir"], "fingerprint": r.get("fingerprint"), "role": role} for r in records]
+
+
+def other_models_note(models: list[dict]) -> str:
+    """One sentence for the page that names them (Markdown)."""
+    if not models:
+        return "This page reads no trained model besides its own."
+    listed = "; ".join(f"`{m['run']}` (weights {m['fingerprint'] or 'not fingerprinted'}, {m['role']})" for m in models)
+    return f"Besides its own model, this page reads {len(models)} trained model(s): {listed}."

@@ -174,6 +174,42 @@ def path_validation(path_rows: list[dict], independent: list[dict], refs: list[s
             "agrees": bool(rows) and all(r["heads_agree"] and r["bleu_agrees"] for r in rows)}
 
 
+PATH_SHARE = 5   # the continuation path spends a fifth of an independent fine-tuning's updates per lambda
+
+
+def pruning_curve(model, data: Prepared, kinds: tuple[str, ...], lams: list[float], steps: int, seed: int,
+                  pair: str, len_alpha: float, beam: int, out: Path, method: str = "path",
+                  progress: bool = False) -> list[dict]:
+    """The BLEU-vs-heads points of one pruning setting (Sec. 6), by lambda. "path": the
+    continuation path, `steps // PATH_SHARE` updates at each lambda (`path_points`); "independent":
+    one fine-tuning of `steps` updates per lambda from the converged model (`prune_point`, the
+    paper's way)."""
+    if method == "independent":
+        return [prune_point(model, data, PruneConfig(kinds=kinds, lam=lam, steps=steps, seed=seed), pair,
+                            len_alpha, beam, out, progress) for lam in lams]
+    if method != "path":
+        raise ValueError(f"pruning_curve: method must be 'path' or 'independent', got {method!r}")
+    return path_points(model, data, PruneConfig(kinds=kinds, steps=max(1, steps // PATH_SHARE), seed=seed),
+                       lams, pair, len_alpha, beam, out, progress)
+
+
+def validation_lambdas(lams: list[float], n: int = 3) -> list[float]:
+    """`n` lambdas of the grid, evenly spaced inside it, fixed before any point is computed."""
+    return list(dict.fromkeys(lams[round((i + 1) * (len(lams) - 1) / (n + 1))] for i in range(n)))
+
+
+def validate_curve(model, data: Prepared, rows: list[dict], lams: list[float], steps: int, seed: int,
+                   pair: str, len_alpha: float, beam: int, out: Path, progress: bool = False) -> dict:
+    """The path's points at `lams` against independent fine-tunings of `steps` updates there
+    (`path_validation`), written to out/<kinds>-path-validation.json."""
+    kinds = tuple(rows[0]["kinds"])
+    independent = [prune_point(model, data, PruneConfig(kinds=kinds, lam=lam, steps=steps, seed=seed), pair,
+                               len_alpha, beam, out, progress, dev_hypotheses=True) for lam in lams]
+    result = path_validation(rows, independent, list(data.dev.tgt), curve_lams=len(rows))
+    write_json(out / f"{'+'.join(kinds)}-path-validation.json", result)
+    return result
+
+
 def matched_budget(baseline_steps: int, row: dict) -> int:
     """Updates of a from-scratch run matched to a pruned point: the baseline's training plus the
     point's fine-tuning (its path's updates up to it, for a point of the continuation path)."""

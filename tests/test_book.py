@@ -11,6 +11,7 @@ import pytest
 
 from book_helpers import build_log, smoke_book
 from headlib import book, glue_refs
+from headlib.config import get_config
 
 
 @pytest.fixture(scope="module")
@@ -396,3 +397,28 @@ def test_notebooks_that_run_after_each_other_are_a_dependency_cycle(tmp_path):
     assert not (tmp_path / "out" / "executed").exists()                # nothing executed
     with pytest.raises(book.BookError, match="^tiny runs after nowhere, which is not a notebook of the book$"):
         book.ordered([book.Notebook("tiny", "Tiny", after=("nowhere",))])
+
+
+def test_the_estimate_sums_the_measured_times_of_what_would_execute(smoke):
+    """`make book` prints it before it starts: nothing when the book is current; forced, every page
+    at the seconds its manifest measured (the trainings are cached here, so none is added)."""
+    plan = book.status("smoke", ["en-de"], [1], smoke.out)
+    assert plan and all(not why for _, why in plan)
+    assert book.estimate(plan, smoke.out) == (0.0, [])
+    seconds, lines = book.estimate([(task, ["--force"]) for task, _ in plan], smoke.out)
+    measured = [json.loads(p.read_text())["seconds"] for p in (smoke.out / "executed").rglob("*.manifest.json")]
+    assert seconds == pytest.approx(sum(measured)) and len(lines) == len(plan) == len(measured)
+    assert book.seconds_per_update(get_config("smoke")) is None      # no committed smoke-profile training record
+
+
+def test_pages_that_read_other_models_name_them_with_their_fingerprints(smoke, tmp_path):
+    copy, src = _copy(smoke, tmp_path)
+    manifest = json.loads((copy / "executed" / "en-de" / "seed1" / "06_pruning_encoder.manifest.json").read_text())
+    others = manifest["other_models"]
+    assert others and all(len(m["fingerprint"]) == 12 and m["run"].startswith("en-de-smoke-") for m in others)
+    assert manifest["model"]["fingerprint"] not in {m["fingerprint"] for m in others}   # not the page's own model
+    html = (smoke.html / "executed" / "en-de" / "seed1" / "06_pruning_encoder.html").read_text()
+    assert all(m["run"] in html for m in others)                                       # the page shows their ids
+    _edit_manifest(copy, "06_pruning_encoder", lambda m: m["other_models"][0].pop("fingerprint"))
+    problems = book.check(copy, src)
+    assert len(problems) == 1 and problems[0].startswith("executed/en-de/seed1/06_pruning_encoder: names model")

@@ -60,12 +60,13 @@ def test_offset_shares_agree_with_a_count_of_argmax_offsets():
 
 def test_heads_over_training_tidies_a_history_and_finds_the_most_positional_head():
     """Two evaluations of a 2-layer, 2-head model: the rows are the recorded numbers; the summary's
-    best head is the largest share at any offset, found by a plain scan."""
+    best head is the largest share at any offset but 0 (L2H2's 0.8 on the token itself is not
+    positional), found by a plain scan."""
     def stats(shares, conf, rare):
         return {"sentences": 5, "offsets": [-2, -1, 0, 1, 2], "confidence": conf, "offset_share": shares, "rare_rate": rare}
     flat = [0.2] * 5
     history = [{"step": 400, "dev_bleu": 1.0},                                # before statistics were recorded
-               {"step": 800, "heads": stats([[flat, [0, 0.5, 0.1, 0, 0]], [flat, flat]], [[0.3, 0.4], [0.5, 0.6]],
+               {"step": 800, "heads": stats([[flat, [0, 0.5, 0.1, 0, 0]], [flat, [0, 0, 0.8, 0, 0]]], [[0.3, 0.4], [0.5, 0.6]],
                                             [[0.1, 0.7], [0.9, 0.0]])},
                {"step": 1200, "heads": stats([[flat, flat], [[0, 0, 0.1, 0.2, 0.65], flat]], [[0.3, 0.4], [0.5, 0.8]],
                                              [[0.2, 0.3], [0.9, 0.0]])}]

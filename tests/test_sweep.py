@@ -306,3 +306,10 @@ def test_matched_budget_adds_the_fine_tuning_to_the_baselines_training():
     from headlib.sweep import matched_budget
     assert matched_budget(2800, {"prune_config": {"steps": 500}}) == 3300
     assert matched_budget(2800, {"path_updates": 300, "prune_config": {"steps": 100}}) == 3100
+
+
+def test_validation_lambdas_are_spread_inside_the_grid():
+    from headlib.sweep import validation_lambdas
+    grid = [0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.007, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]
+    assert validation_lambdas(grid) == [0.003, 0.007, 0.05]               # grid[3], grid[6], grid[9]
+    assert validation_lambdas([0.01, 1.0]) == [0.01, 1.0]
