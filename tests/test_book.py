@@ -422,3 +422,15 @@ def test_pages_that_read_other_models_name_them_with_their_fingerprints(smoke, t
     _edit_manifest(copy, "06_pruning_encoder", lambda m: m["other_models"][0].pop("fingerprint"))
     problems = book.check(copy, src)
     assert len(problems) == 1 and problems[0].startswith("executed/en-de/seed1/06_pruning_encoder: names model")
+
+
+def test_make_book_checks_the_book_before_it_builds_it():
+    import subprocess
+    def planned(*args):
+        return subprocess.run(["make", "-n", "book", *args], capture_output=True, text=True, check=True,
+                              cwd=book.REPO).stdout.splitlines()
+    lines = planned()
+    run, check, build = (next(i for i, line in enumerate(lines) if what in line)
+                         for what in ("headlib.book run", "headlib.book check", "jupyter-book build"))
+    assert run < check < build
+    assert "--force" not in lines[run] and "--force" in planned("FORCE=1")[run]
