@@ -210,6 +210,19 @@ def validate_curve(model, data: Prepared, rows: list[dict], lams: list[float], s
     return result
 
 
+def dev_choice(runs: list[tuple[int, float, dict]]) -> dict:
+    """The setting dev prefers among points that differ in one setting (e.g. DSP's logit learning
+    rate): `runs` is [(head count, setting, point)]; per head count, the setting whose point has the
+    higher dev BLEU (greedy); returned: the wins of each setting and the one with most wins."""
+    by_k: dict[int, list[tuple[float, float]]] = {}
+    for k, setting, row in runs:
+        by_k.setdefault(k, []).append((row["dev_greedy"], setting))
+    wins: dict[float, int] = {setting: 0 for _, setting, _ in runs}
+    for scored in by_k.values():
+        wins[max(scored)[1]] += 1
+    return {"wins": wins, "chosen": max(wins, key=wins.get), "head_counts": len(by_k)}
+
+
 def matched_budget(baseline_steps: int, row: dict) -> int:
     """Updates of a from-scratch run matched to a pruned point: the baseline's training plus the
     point's fine-tuning (its path's updates up to it, for a point of the continuation path)."""

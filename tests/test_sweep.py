@@ -313,3 +313,11 @@ def test_validation_lambdas_are_spread_inside_the_grid():
     grid = [0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.007, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]
     assert validation_lambdas(grid) == [0.003, 0.007, 0.05]               # grid[3], grid[6], grid[9]
     assert validation_lambdas([0.01, 1.0]) == [0.01, 1.0]
+
+
+def test_dev_choice_counts_which_setting_scores_higher_on_dev_at_each_head_count():
+    from headlib.sweep import dev_choice
+    runs = [(3, 0.02, {"dev_greedy": 10.0, "test_beam": 99.0}), (3, 0.2, {"dev_greedy": 12.0, "test_beam": 1.0}),
+            (12, 0.02, {"dev_greedy": 20.0}), (12, 0.2, {"dev_greedy": 21.0}),
+            (24, 0.02, {"dev_greedy": 30.0}), (24, 0.2, {"dev_greedy": 29.0})]
+    assert dev_choice(runs) == {"wins": {0.02: 1, 0.2: 2}, "chosen": 0.2, "head_counts": 3}   # test BLEU plays no part
