@@ -40,6 +40,7 @@ class PairProfiles(NamedTuple):
     tables: dict[str, pd.DataFrame]   # sentence set -> head_profile table
     vocab_size: int                   # with `model`, the model's shapes: equal shapes and seed, same initial weights
     model: dict                       # the ModelConfig, as a dict
+    record: dict | None = None        # the run whose model it is: {"run_dir", "fingerprint"} (results.OTHER_MODELS)
 
 
 def cached_head_profiles(profile: str, pair: str, seed: int, sentence_sets: dict[str, list[str]],
@@ -65,8 +66,10 @@ def cached_head_profiles(profile: str, pair: str, seed: int, sentence_sets: dict
                   "tables": {name: head_profile(model, bpe, s, rule).to_dict("tight")
                              for name, s in sentence_sets.items()}}
         write_json(path, cached)
+    record = run_record(cfg) or {}
     return PairProfiles({name: pd.DataFrame.from_dict(t, orient="tight") for name, t in cached["tables"].items()},
-                        cached["vocab_size"], cached["model"])
+                        cached["vocab_size"], cached["model"],
+                        {"run_dir": record.get("run_dir"), "fingerprint": record.get("fingerprint")})
 
 
 def layer_profile(table: pd.DataFrame) -> pd.DataFrame:

@@ -150,7 +150,7 @@ def paired_bootstrap(baseline: list[str], system: list[str], refs: list[str], sa
                       test_type="bs", n_samples=samples)
     _, scores = test()
     base, other = scores["BLEU"]
-    row = {"baseline_bleu": round(base.score, 2), "baseline_mean": round(base.mean, 2),
-           "baseline_ci": round(base.ci, 2), "system_bleu": round(other.score, 2),
-           "p_value": round(other.p_value, 4), "samples": samples}
-    return row | {"within": abs(row["system_bleu"] - row["baseline_mean"]) <= row["baseline_ci"]}
+    row = {"baseline_bleu": round(float(base.score), 2), "baseline_mean": round(float(base.mean), 2),
+           "baseline_ci": round(float(base.ci), 2), "system_bleu": round(float(other.score), 2),
+           "p_value": round(float(other.p_value), 4), "samples": samples}   # plain floats: numpy's don't serialize
+    return row | {"within": bool(abs(row["system_bleu"] - row["baseline_mean"]) <= row["baseline_ci"])}

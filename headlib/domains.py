@@ -2,9 +2,8 @@
 head-restricted adaptation from one to the other (Chen et al. 2025, ALPS; `headlib.adapt`).
 
 Two models are trained with the cpu recipe on the pool's news part (`en-ru.news`) and on its
-conversational Tatoeba part (`en-ru.tatoeba`) for the same number of updates: a fixed update
-budget instead of the recipe's 45-minute clock, so that both domains get the same training
-whatever else runs on the machine. On held-out English of each model's own domain we run
+conversational Tatoeba part (`en-ru.tatoeba`) for the same number of updates (`DomainConfig.updates`,
+the recipe's decay ending there), so that both domains get the same training. On held-out English of each model's own domain we run
 Sec. 4-5 (confidence, LRP relevance, positional, syntactic and rare-word heads), and set the two
 side by side as the paper sets WMT beside OpenSubtitles. Heads of separately trained models have
 no counterparts, so importance is compared on what does not depend on head order
@@ -103,7 +102,7 @@ def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
     folder = results_dir(profile, pair, seed)
     path = folder / "domain_heads.json"
     fingerprint = _as_json({"model": model.fingerprint(), **{k: getattr(cfg, k) for k in ANALYSIS_FIELDS}})
-    if (row := _cached(path, fingerprint)) and row.get("tables") == _digests(folder):
+    if (row := _cached(path, fingerprint)) and row.get("tables") == _digests(folder) and "trained" in row:
         return row
     sentences = analysis_sentences(pair, cfg.n_functions)
     maps = encoder_attention(model, bpe, sentences)
@@ -118,7 +117,7 @@ def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
         write_text(folder / name, table.to_csv(index=False))
     row = {"fingerprint": fingerprint, "tables": _digests(folder), "pair": pair, "n_sentences": len(sentences),
            "lrp_steps": steps, "bleu": {name: t["beam"]["bleu"] for name, t in run["test"].items()},
-           "updates": run["steps"],
+           "updates": run["steps"], "trained": {"run_dir": run["run_dir"], "fingerprint": run.get("fingerprint")},
            "importance": importance.to_dict("records"),
            "positional": positional[positional["positional"]].to_dict("records"),
            "syntactic": best.to_dict("records"),

@@ -37,7 +37,7 @@ from .importance import keep_top
 from .model import Transformer, mask_spec, parse_mask_spec
 from .results import results_dir
 from .shrink import encoder_batches, encoder_seconds, shrink, with_masks
-from .sweep import canonical_spec, device_name, nearest, points, scratch_config, scratch_rows
+from .sweep import canonical_spec, device_name, matched_budget, nearest, points, scratch_config, scratch_rows
 from .train import Trainer, evaluate_bleu, finalize, load_model, run_dir, trained_model
 
 
@@ -171,7 +171,7 @@ def encoder_speed(model, bpe, pair: str, ticket, hard_concrete: dict | None) -> 
 def comparison(row: dict, baseline: dict, hard_concrete: dict | None, scratch: dict | None) -> pd.DataFrame:
     """The ticket beside the unpruned baseline, Hard Concrete's point (fine-tuned from the trained
     model, Sec. 6.2) and training from scratch with Hard Concrete's mask: encoder heads kept,
-    training updates in all, test BLEU (beam) and encoder speed-up on one thread. The from-scratch
+    training updates in all (for Hard Concrete, its fine-tuning or its path's updates up to it), test BLEU (beam) and encoder speed-up on one thread. The from-scratch
     model has Hard Concrete's shapes, so its speed is that of Hard Concrete's point."""
     seconds, test = row["speed"]["encode_seconds"], row["test_set"]
     speedup = {name: seconds["unpruned"] / s for name, s in seconds.items()}
@@ -181,7 +181,7 @@ def comparison(row: dict, baseline: dict, hard_concrete: dict | None, scratch: d
     if hard_concrete is not None:
         hc_heads = hard_concrete["retained"]["enc-self"]
         rows.append((f"Hard Concrete (lambda {hard_concrete['lam']:g})", hc_heads,
-                     baseline["steps"] + hard_concrete["prune_config"]["steps"], hard_concrete["test_beam"],
+                     matched_budget(baseline["steps"], hard_concrete), hard_concrete["test_beam"],
                      speedup.get("Hard Concrete")))
         if scratch is not None:
             rows.append(("from scratch, Hard Concrete's mask", hc_heads, scratch["steps"], scratch["test_beam"],

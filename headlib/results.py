@@ -31,9 +31,10 @@ def other_models(records, role: str) -> list[dict]:
     return [{"run": r["run_dir"], "fingerprint": r.get("fingerprint"), "role": role} for r in records]
 
 
-def other_models_note(models: list[dict]) -> str:
-    """One sentence for the page that names them (Markdown)."""
+def other_models_note(models: list[dict], own: bool = True) -> str:
+    """One sentence for the page that names them (Markdown); `own`: the page also reads the Sec. 3
+    model of its (pair, seed)."""
     if not models:
-        return "This page reads no trained model besides its own."
+        return "This page reads no trained model besides its own." if own else "This page reads no trained model."
     listed = "; ".join(f"`{m['run']}` (weights {m['fingerprint'] or 'not fingerprinted'}, {m['role']})" for m in models)
-    return f"Besides its own model, this page reads {len(models)} trained model(s): {listed}."
+    return f"{'Besides its own model, this' if own else 'This'} page reads {len(models)} trained model(s): {listed}."

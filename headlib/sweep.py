@@ -267,9 +267,13 @@ def scratch_rows(out: Path) -> list[dict]:
 
 
 def points(out: Path, kinds: tuple[str, ...], model=None) -> list[dict]:
-    """The finished Hard Concrete points of one kind set (computed from `model`, if given), by lambda."""
-    fp = model.fingerprint() if model is not None else None
-    rows = [json.loads(p.read_text()) for p in out.glob(f"{'+'.join(kinds)}-lam*.json")]
+    """The finished Hard Concrete points of one kind set (computed from `model`, if given), by
+    lambda: the continuation path's where one is finished (`path_points`; the curve that Sec. 6
+    shows), else the independent fine-tunings'."""
+    fp, name = (model.fingerprint() if model is not None else None), "+".join(kinds)
+    paths = [json.loads(p.read_text()) for p in sorted(out.glob(f"{name}-path-s*.json"))]
+    paths = [s for s in paths if s.get("finished") and (fp is None or s.get("model") == fp)]
+    rows = paths[-1]["points"] if paths else [json.loads(p.read_text()) for p in out.glob(f"{name}-lam*.json")]
     rows = [r for r in rows if fp is None or r.get("model") == fp]
     return sorted(rows, key=lambda r: r["lam"])
 

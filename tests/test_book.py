@@ -408,17 +408,26 @@ def test_the_estimate_sums_the_measured_times_of_what_would_execute(smoke):
     seconds, lines = book.estimate([(task, ["--force"]) for task, _ in plan], smoke.out)
     measured = [json.loads(p.read_text())["seconds"] for p in (smoke.out / "executed").rglob("*.manifest.json")]
     assert seconds == pytest.approx(sum(measured)) and len(lines) == len(plan) == len(measured)
-    assert book.seconds_per_update(get_config("smoke")) is None      # no committed smoke-profile training record
+    from headlib.results import results_dir
+    record = json.loads((results_dir("smoke", "en-de", 1) / "training_results.json").read_text())   # Sec. 3's copy
+    assert book.seconds_per_update(get_config("smoke")) == (pytest.approx(record["train_minutes"] * 60 / record["steps"]),
+                                                            "its committed record")
 
 
 def test_pages_that_read_other_models_name_them_with_their_fingerprints(smoke, tmp_path):
     copy, src = _copy(smoke, tmp_path)
-    manifest = json.loads((copy / "executed" / "en-de" / "seed1" / "06_pruning_encoder.manifest.json").read_text())
-    others = manifest["other_models"]
-    assert others and all(len(m["fingerprint"]) == 12 and m["run"].startswith("en-de-smoke-") for m in others)
-    assert manifest["model"]["fingerprint"] not in {m["fingerprint"] for m in others}   # not the page's own model
-    html = (smoke.html / "executed" / "en-de" / "seed1" / "06_pruning_encoder.html").read_text()
-    assert all(m["run"] in html for m in others)                                       # the page shows their ids
+    roles = {}
+    for page in ("en-de/seed1/06_pruning_encoder", "en-de/seed1/10_around", "en-ru/seed1/12_domains"):
+        manifest = json.loads((copy / "executed" / f"{page}.manifest.json").read_text())
+        others = manifest["other_models"]
+        assert others and all(len(m["fingerprint"]) == 12 for m in others), page
+        own = (manifest.get("model") or {}).get("fingerprint")
+        assert own not in {m["fingerprint"] for m in others}                           # not the page's own model
+        html = (smoke.html / "executed" / f"{page}.html").read_text()
+        assert all(m["run"] in html for m in others), page                             # the page shows their ids
+        roles[page] = {m["role"] for m in others}
+    assert "lottery ticket" in roles["en-de/seed1/10_around"]
+    assert roles["en-ru/seed1/12_domains"] == {"the news model", "the Tatoeba model"}
     _edit_manifest(copy, "06_pruning_encoder", lambda m: m["other_models"][0].pop("fingerprint"))
     problems = book.check(copy, src)
     assert len(problems) == 1 and problems[0].startswith("executed/en-de/seed1/06_pruning_encoder: names model")

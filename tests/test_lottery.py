@@ -72,6 +72,8 @@ def test_comparison_reads_costs_and_speed_from_each_point():
     assert t.loc["Hard Concrete (lambda 0.01)"].tolist() == [2, 35, 20.5, 1.6]
     assert t.loc["from scratch, Hard Concrete's mask"].tolist() == [2, 30, 19.0, 1.6]
     assert comparison(row, baseline, None, None)["method"].tolist() == ["unpruned", "lottery ticket"]
+    on_path = {"lam": 0.01, "retained": {"enc-self": 2}, "path_updates": 12, "test_beam": 20.5}   # a continuation path's point
+    assert comparison(row, baseline, on_path, None).set_index("method").loc["Hard Concrete (lambda 0.01)", "updates"] == 42
 
 
 def test_ticket_summary_reads_the_masks_and_the_comparison():

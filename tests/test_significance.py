@@ -1,4 +1,5 @@
 """The paired bootstrap (sacreBLEU's) against a slow resampling written out here."""
+import json
 import random
 
 import numpy as np
@@ -26,6 +27,7 @@ def test_the_interval_is_a_bootstrap_of_the_baseline_and_a_worse_system_falls_ou
     result = paired_bootstrap(baseline, worse, refs)
     assert not result["within"] and result["p_value"] < 0.01 and result["system_bleu"] < result["baseline_bleu"]
     assert paired_bootstrap(baseline, close, refs)["within"]
+    assert json.loads(json.dumps(result)) == result   # plain Python values: results are written as JSON
 
     # the interval, by a slow bootstrap of the same corpus: resample sentences, rescore, 95% of the spread
     rng, bleu = np.random.default_rng(1), BLEU()

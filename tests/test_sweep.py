@@ -278,6 +278,10 @@ def test_path_points_score_the_continuation_path_and_read_a_finished_one_back(tm
     assert sweep.path_points(model, data, pc, [0.0, 5.0], "en-de", 1.0, 1, tmp_path) == rows
     stored = json.loads((tmp_path / sweep.path_name(pc)).read_text())
     assert stored["finished"] and stored["model"] == model.fingerprint()
+    independent = sweep.prune_point(model, data, dataclasses.replace(pc, lam=5.0), "en-de", 1.0, 1, tmp_path)
+    assert sweep.points(tmp_path, pc.kinds, model) == rows          # the path is the curve, not a validation point
+    (tmp_path / sweep.path_name(pc)).unlink()
+    assert sweep.points(tmp_path, pc.kinds, model) == [json.loads(json.dumps(independent))]   # as stored
 
 
 def _path_row(lam, heads, hyps, steps=None, path_updates=None):
