@@ -8,6 +8,8 @@
     dev_curve(results)         dev BLEU against training minutes, one row per evaluation
     recipe_table(records)      the training recipes tried for the cpu profile, one row per run
                                (`recipe_records()`: the runs that chose it)
+    norm_trial(records)        pre-LN against post-LN at equal updates: dev BLEU and the encoder
+                               heads' statistics at each evaluation (`NORM_RUNS`); `norm_choice`
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from .data import PAIRS, load_split, main_test_set, test_sets
+from .heads import emergence_summary, heads_over_training
 from .results import REPO
 
 # Quoted from the pre-project measurement note (../shared/reference/cpu-notes.md, "Quality per
@@ -204,3 +207,38 @@ def recipe_choice(table: pd.DataFrame) -> dict:
     return {"dev_row": by_dev, "test_row": by_test, "dev_bleu": float(table.loc[by_dev, "dev BLEU beam"]),
             "dev_choice_test_bleu": float(table.loc[by_dev, test_column]),
             "test_choice_test_bleu": float(table.loc[by_test, test_column]), "candidates": len(scored)}
+
+
+# The layer-normalization trial of protocol v2 (Sec. 3), under results/cpu/: the cpu profile's
+# pre-LN en-de seed 1 (peak lr 2e-3, warmup 800) and post-LN, the paper's placement, with a recipe of
+# its own (peak lr 1e-3, warmup 1,400: post-LN needs a longer warmup and a lower rate, Xiong et al.
+# 2020), both 2,800 updates of 2,048 tokens, fp32, seed 1.
+NORM_RUNS = ("en-de/seed1/training_results.json",
+             "benchmarks/en-de_2800_post-ln_lr1e-3_warmup1400.json")
+
+
+def norm_trial(records: list[dict]) -> pd.DataFrame:
+    """One row per (run, dev evaluation): the layer-norm placement and its recipe, the update, dev
+    BLEU (greedy) and the encoder heads' statistics there (`emergence_summary`: the most positional
+    head's share at one offset, the largest confidence, the largest layer-1 rare-token rate)."""
+    frames = []
+    for r in records:
+        m, t = r["config"]["model"], r["config"]["train"]
+        dev = pd.DataFrame(r["history"])[["step", "dev_bleu"]]
+        heads = emergence_summary(heads_over_training(r["history"]))
+        df = dev.merge(heads, on="step", how="left")
+        df.insert(0, "layer norm", f"{m['norm']}-LN")
+        df.insert(1, "peak lr", f"{t['lr']:g}")
+        df.insert(2, "warmup", int(t["warmup"]))
+        frames.append(df.rename(columns={"step": "update", "dev_bleu": "dev BLEU greedy"}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def norm_choice(trial: pd.DataFrame) -> dict:
+    """The placement dev chooses from a `norm_trial`: the higher dev BLEU (greedy) at the last
+    update that every run reached (equal updates), its margin, and that update."""
+    common = trial.groupby("layer norm")["update"].max().min()
+    at = trial[trial["update"] == common].set_index("layer norm")["dev BLEU greedy"]
+    chosen = str(at.idxmax())
+    return {"chosen": chosen, "update": int(common), "dev": at.to_dict(),
+            "margin": float(at[chosen] - at.drop(chosen).max()) if len(at) > 1 else float("nan")}

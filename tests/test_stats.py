@@ -2,7 +2,8 @@
 runs that chose the cpu profile's recipe."""
 import pytest
 
-from headlib.stats import PRECISION_RUNS, RECIPE_RUNS, precision_table, WIDE_ALPHA_RUN, recipe_choice, recipe_records, recipe_table, wide_alpha_choice
+from headlib.stats import (NORM_RUNS, PRECISION_RUNS, RECIPE_RUNS, WIDE_ALPHA_RUN, norm_choice, norm_trial, precision_table,
+                           recipe_choice, recipe_records, recipe_table, wide_alpha_choice)
 
 
 def _record(schedule=None, bf16=True, machine=None, bleu=30.0):
@@ -82,3 +83,38 @@ def test_precision_table_compares_fp32_with_bf16_per_kind_of_cpu():
     assert table["bf16 / fp32"].tolist() == pytest.approx([1.9, 0.025])
     committed = precision_table(recipe_records(names=PRECISION_RUNS[:2]))   # AMX and AVX512-BF16 measured
     assert committed["bf16 / fp32"].iloc[0] > 1.5 > 1.0 > committed["bf16 / fp32"].iloc[1]
+
+
+def _heads(share):   # 2 layers x 2 heads; head L2H1 puts `share` of its argmax at offset -1
+    flat = [0.2, 0.2, 0.2, 0.2, 0.2]
+    return {"offsets": [-2, -1, 0, 1, 2], "confidence": [[0.3, 0.4], [0.5, 0.6]],
+            "offset_share": [[flat, flat], [[0.1, share, 0.1, 0.1, 0.1], flat]], "rare_rate": [[0.1, 0.2], [0.9, 0.9]]}
+
+
+def test_norm_trial_compares_dev_bleu_and_heads_at_equal_updates():
+    def run(norm, lr, warmup, bleus):
+        return {"config": {"model": {"norm": norm}, "train": {"lr": lr, "warmup": warmup}},
+                "history": [{"step": 400 * (i + 1), "dev_bleu": b, "heads": _heads(0.3 + 0.1 * i)}
+                            for i, b in enumerate(bleus)]}
+    pre, post = run("pre", 2e-3, 800, [10.0, 20.0, 25.0]), run("post", 1e-3, 1400, [2.0, 15.0])
+    post["history"].append({"step": 1200, "dev_bleu": 26.0})        # an evaluation without head statistics
+    trial = norm_trial([pre, post])
+    assert trial["layer norm"].tolist() == ["pre-LN"] * 3 + ["post-LN"] * 3
+    assert trial[["peak lr", "warmup"]].drop_duplicates().values.tolist() == [["0.002", 800], ["0.001", 1400]]
+    last_pre = trial.iloc[2]
+    assert (last_pre["update"], last_pre["dev BLEU greedy"]) == (1200, 25.0)
+    assert last_pre["best positional share"] == pytest.approx(0.5) and last_pre["its head"] == "L2H1"
+    assert last_pre["max confidence"] == 0.6 and last_pre["max layer-1 rare rate"] == 0.2   # layer 1 only
+    assert trial.iloc[5].isna()["best positional share"]
+    choice = norm_choice(trial)
+    assert (choice["chosen"], choice["update"]) == ("post-LN", 1200) and choice["margin"] == pytest.approx(1.0)
+    assert norm_choice(trial[trial["update"] < 1200])["chosen"] == "pre-LN"   # the last common update decides
+
+
+def test_the_norm_trial_runs_are_committed():
+    pre, post = recipe_records(names=NORM_RUNS)
+    assert (pre["config"]["model"]["norm"], post["config"]["model"]["norm"]) == ("pre", "post")
+    assert pre["steps"] == post["steps"] and pre["config"]["train"]["max_steps"] == post["config"]["train"]["max_steps"]
+    assert {k: v for k, v in pre["config"]["train"].items() if k not in ("lr", "warmup")} == \
+           {k: v for k, v in post["config"]["train"].items() if k not in ("lr", "warmup")}
+    assert norm_choice(norm_trial([pre, post]))["update"] == pre["steps"]
