@@ -2,10 +2,11 @@
 head-restricted adaptation from one to the other (Chen et al. 2025, ALPS; `headlib.adapt`).
 
 Two models are trained with the cpu recipe on the pool's news part (`en-ru.news`) and on its
-conversational Tatoeba part (`en-ru.tatoeba`) for the same number of updates (`DomainConfig.updates`,
-the recipe's decay ending there), so that both domains get the same training. On held-out English of each model's own domain we run
-Sec. 4-5 (confidence, LRP relevance, positional, syntactic and rare-word heads), and set the two
-side by side as the paper sets WMT beside OpenSubtitles. Heads of separately trained models have
+conversational Tatoeba part (`en-ru.tatoeba`) for the same number of updates
+(`DomainConfig.updates`, the recipe's decay ending there), so that both domains get the same
+training. On held-out English of each model's own domain we run Sec. 4-5 (confidence, LRP
+relevance, positional, syntactic and rare-word heads), and set the two side by side as the paper
+sets WMT beside OpenSubtitles. Heads of separately trained models have
 no counterparts, so importance is compared on what does not depend on head order
 (`headlib.seeds.structure_agreement`).
 

@@ -171,8 +171,9 @@ def encoder_speed(model, bpe, pair: str, ticket, hard_concrete: dict | None) -> 
 def comparison(row: dict, baseline: dict, hard_concrete: dict | None, scratch: dict | None) -> pd.DataFrame:
     """The ticket beside the unpruned baseline, Hard Concrete's point (fine-tuned from the trained
     model, Sec. 6.2) and training from scratch with Hard Concrete's mask: encoder heads kept,
-    training updates in all (for Hard Concrete, its fine-tuning or its path's updates up to it), test BLEU (beam) and encoder speed-up on one thread. The from-scratch
-    model has Hard Concrete's shapes, so its speed is that of Hard Concrete's point."""
+    training updates in all (for Hard Concrete, its fine-tuning or its path's updates up to it),
+    test BLEU (beam) and encoder speed-up on one thread. The from-scratch model has Hard Concrete's
+    shapes, so its speed is that of Hard Concrete's point."""
     seconds, test = row["speed"]["encode_seconds"], row["test_set"]
     speedup = {name: seconds["unpruned"] / s for name, s in seconds.items()}
     heads = sum(len(r) for r in row["confidence_at_prune"])
