@@ -49,13 +49,17 @@ def epoch_order(n_batches: int, seed: int, epoch: int) -> list[int]:
     return order
 
 
-def batch_stream(data: Encoded, max_tokens: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+def batch_stream(data: Encoded, max_tokens: int, seed: int, skip: int = 0
+                 ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """`collate`d batches without end for loops that count updates, not epochs (pruning,
-    adaptation): epoch after epoch, each in `epoch_order(seed, epoch)` read from its end."""
+    adaptation): epoch after epoch, each in `epoch_order(seed, epoch)` read from its end; the
+    first `skip` batches are passed over (a resumed loop)."""
     batches = make_batches(data, max_tokens)
     for epoch in itertools.count():
-        for i in reversed(epoch_order(len(batches), seed, epoch)):
+        order = list(reversed(epoch_order(len(batches), seed, epoch)))
+        for i in order[min(skip, len(order)):]:
             yield collate(data, batches[i])
+        skip = max(0, skip - len(order))
 
 
 def pad(seqs: list[list[int]]) -> torch.Tensor:

@@ -26,7 +26,7 @@ from .data import load_split, main_test_set
 from .files import write_json
 from .heads import confidence, encoder_attention, importance_table
 from .lrp import head_relevance
-from .results import results_dir
+from .results import model_id, results_dir
 from .train import record_digest, run_record, trained_model
 
 
@@ -68,8 +68,7 @@ def cached_head_profiles(profile: str, pair: str, seed: int, sentence_sets: dict
         write_json(path, cached)
     record = run_record(cfg) or {}
     return PairProfiles({name: pd.DataFrame.from_dict(t, orient="tight") for name, t in cached["tables"].items()},
-                        cached["vocab_size"], cached["model"],
-                        {"run_dir": record.get("run_dir"), "fingerprint": record.get("fingerprint")})
+                        cached["vocab_size"], cached["model"], model_id(record))
 
 
 def layer_profile(table: pd.DataFrame) -> pd.DataFrame:

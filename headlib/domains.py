@@ -33,7 +33,7 @@ from .files import file_digest, write_json, write_text
 from .heads import (confidence, encoder_attention, head_functions, importance_table, parse_spacy,
                     piece_frequencies, positional_heads, rare_word_rates, syntactic_accuracy, syntactic_heads)
 from .lrp import head_relevance
-from .results import results_dir
+from .results import model_id, results_dir
 from .seeds import structure_agreement
 from .stats import mean_words
 from .train import encode_corpus, evaluate_bleu, trained_model
@@ -118,7 +118,7 @@ def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
         write_text(folder / name, table.to_csv(index=False))
     row = {"fingerprint": fingerprint, "tables": _digests(folder), "pair": pair, "n_sentences": len(sentences),
            "lrp_steps": steps, "bleu": {name: t["beam"]["bleu"] for name, t in run["test"].items()},
-           "updates": run["steps"], "trained": {"run_dir": run["run_dir"], "fingerprint": run.get("fingerprint")},
+           "updates": run["steps"], "trained": model_id(run),
            "importance": importance.to_dict("records"),
            "positional": positional[positional["positional"]].to_dict("records"),
            "syntactic": best.to_dict("records"),

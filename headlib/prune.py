@@ -15,13 +15,16 @@ given 0/1 mask (random heads, Budhraja et al. 2020, or the top heads of an impor
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
 from .batching import batch_stream
+from .files import torch_save
 from .gates import HardConcreteGates
 from .model import parse_mask_spec
 from .subset import SubsetGates
@@ -111,6 +114,7 @@ class Pruning:
         if gates is not None:
             groups.append({"params": gates.parameters(), "lr": cfg.logit_lr if cfg.method == "dsp" else cfg.gate_lr})
         self.opt = torch.optim.Adam(groups, betas=(0.9, 0.98), eps=1e-9)
+        self.train_data = data.train
         self.stream = batch_stream(data.train, cfg.max_tokens, cfg.seed)
 
     def train(self, steps: int, lam: float, progress: bool = False) -> None:
@@ -139,6 +143,21 @@ class Pruning:
         self.step += steps
         self.seconds += time.time() - t0
 
+    def state(self) -> dict:
+        """Everything `train` reads and changes: `load_state` of it goes on as if never stopped."""
+        return {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "step": self.step,
+                "gates": None if self.gates is None else self.gates.state_dict(), "history": list(self.history),
+                "seconds": self.seconds, "rng": torch.get_rng_state()}
+
+    def load_state(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["optimizer"])
+        if self.gates is not None:
+            self.gates.load_state_dict(state["gates"])
+        self.step, self.history, self.seconds = state["step"], list(state["history"]), state["seconds"]
+        torch.set_rng_state(state["rng"])
+        self.stream = batch_stream(self.train_data, self.cfg.max_tokens, self.cfg.seed, skip=self.step)
+
     def snapshot(self, copy_model: bool = True) -> tuple[torch.nn.Module, PruneResult]:
         """The model with the gates fixed to 0/1 (a copy, unless `copy_model` is False, which ends
         the fine-tuning), in eval mode, and what the fine-tuning so far learned."""
@@ -161,16 +180,36 @@ def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tu
     return run.snapshot(copy_model=False)
 
 
-def prune_path(model, data: Prepared, cfg: PruneConfig, lams: Sequence[float], progress: bool = False
-               ) -> Iterator[tuple[float, torch.nn.Module, PruneResult]]:
+def prune_path(model, data: Prepared, cfg: PruneConfig, lams: Sequence[float], progress: bool = False,
+               checkpoint: Path | None = None) -> Iterator[tuple[float, torch.nn.Module, PruneResult]]:
     """The continuation path: one Hard Concrete fine-tuning whose lambda steps through `lams` in
     order, `cfg.steps` updates at each, every lambda warm-started from the previous lambda's gated
     model (weights, gates and optimizer state). Yields (lambda, pruned copy, result) after each.
-    With k lambdas it costs k * cfg.steps updates; its first point is `prune` at lams[0]."""
+    With k lambdas it costs k * cfg.steps updates; its first point is `prune` at lams[0].
+
+    With a `checkpoint` file the fine-tuning's state is saved there (atomically) each time the
+    caller asks for the next lambda, i.e. after it has stored the previous point, and a path
+    started again resumes after the lambdas that file holds (`checkpointed_lambdas`) as if it had
+    never stopped; so a path can outlive its process."""
     if cfg.method != "hard-concrete":
         raise ValueError(f"prune_path: the continuation path follows lambda, so method must be hard-concrete, "
                          f"got {cfg.method!r}")
-    run = Pruning(model, data, cfg)
-    for lam in lams:
+    run, done = Pruning(model, data, cfg), checkpointed_lambdas(checkpoint, model, cfg, lams)
+    if done:
+        run.load_state(torch.load(checkpoint, weights_only=False)["state"])
+    for i, lam in enumerate(lams[len(done):], len(done)):
         run.train(cfg.steps, lam, progress)
         yield (lam, *run.snapshot())
+        if checkpoint is not None and i + 1 < len(lams):
+            torch_save(checkpoint, {"lams": list(lams[:i + 1]), "model": model.fingerprint(),
+                                    "prune_config": dataclasses.asdict(cfg), "state": run.state()})
+
+
+def checkpointed_lambdas(checkpoint: Path | None, model, cfg: PruneConfig, lams: Sequence[float]) -> list[float]:
+    """The lambdas of `lams` already done by the path saved in `checkpoint` (the same model and
+    settings, and a prefix of `lams`), or [] if there is none such."""
+    if checkpoint is None or not Path(checkpoint).is_file():
+        return []
+    saved = torch.load(checkpoint, weights_only=False)
+    same = saved["model"] == model.fingerprint() and saved["prune_config"] == dataclasses.asdict(cfg)
+    return saved["lams"] if same and list(lams[:len(saved["lams"])]) == saved["lams"] else []

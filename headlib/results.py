@@ -25,6 +25,18 @@ def results_dir(profile: str, pair: str, seed: int) -> Path:
 OTHER_MODELS = "other-models"
 
 
+def model_id(record: dict) -> dict:
+    """Which trained model a training record (results.json) is: its run and its weights' fingerprint."""
+    return {"run_dir": record.get("run_dir"), "fingerprint": record.get("fingerprint")}
+
+
+def page_header(profile: str, pair: str, seed: int, record: dict) -> str:
+    """What a page of (pair, seed) reads, for its first line (Markdown): the profile, the pair, the
+    seed and the trained model by run and weights' fingerprint."""
+    return (f"profile `{profile}`, pair `{pair}`, seed {seed}, model `{record['run_dir']}` "
+            f"(weights {record.get('fingerprint') or 'not fingerprinted'})")
+
+
 def other_models(records, role: str) -> list[dict]:
     """The models of training records (results.json) that a page reads besides its own, with the
     role they play there: [{"run", "fingerprint", "role"}]."""

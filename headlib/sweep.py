@@ -23,12 +23,12 @@ import torch
 
 from .config import get_config
 from .data import load_split, main_test_set
-from .files import write_json
+from .files import artifacts_dir, write_json
 from .importance import keep_top, random_mask
-from .model import mask_spec, parse_mask_spec
+from .model import KINDS, mask_spec, parse_mask_spec
 from .decode import paired_bootstrap, score, translate
-from .prune import PruneConfig, prune, prune_path
-from .train import Prepared, evaluate_bleu, run_record, train
+from .prune import PruneConfig, checkpointed_lambdas, prune, prune_path
+from .train import Prepared, evaluate_bleu, run_record, train, weights
 
 
 def device_name() -> str:
@@ -80,6 +80,7 @@ def full_point(model, data: Prepared, pair: str, len_alpha: float, beam: int, ou
     """The unpruned model scored on this device, the reference every point is compared with."""
     path, fingerprint = out / "full.json", model.fingerprint()
     if (row := _read(path, fingerprint)) is None:
+        model = weights(model)
         row = {"kinds": [], "lam": None, **counts(model), "model": fingerprint,
                **evaluate_masked(model, data, pair, len_alpha, beam), "device": device_name()}
         write_json(path, row)
@@ -105,7 +106,7 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
         if any(not torch.equal(kind_mask(row, k), m) for k, m in wanted.items()):
             raise ValueError(f"{path} holds another mask than {cfg.mask!r} under the same label; remove it to recompute")
     if row is None:
-        pruned, result = prune(model, data, cfg, progress)
+        pruned, result = prune(weights(model), data, cfg, progress)
         scores = {"hard-concrete": "log_alpha", "dsp": "logits"}.get(cfg.method)
         row = {"kinds": list(cfg.kinds), "lam": cfg.lam, "method": cfg.method, "label": cfg.label or cfg.method,
                "model": fingerprint, **counts(pruned),
@@ -126,15 +127,24 @@ def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair
     """The continuation path (`prune.prune_path`): `cfg.steps` updates at each lambda of `lams`, in
     order, each point scored as `prune_point` scores one, with `path_updates` (the path's updates
     up to it) and its dev translations. Written to out/`path_name` after every point; a finished
-    path of the same lambdas, settings and model is read back, any other is recomputed."""
+    path of the same lambdas, settings and model is read back. An unfinished one resumes from its
+    checkpoint under artifacts/ (`path_checkpoint`) when that is on this machine, else starts again."""
     path, fingerprint = out / path_name(cfg), model.fingerprint()
     settings = json.loads(json.dumps(dataclasses.asdict(cfg)))
-    if (stored := _read(path, fingerprint)) is not None:
-        if stored["lams"] == list(lams) and stored["prune_config"] == settings and stored["finished"]:
+    stored = _read(path, fingerprint)
+    if stored is not None and stored["lams"] == list(lams) and stored["prune_config"] == settings:
+        if stored["finished"]:
             return stored["points"]
-        print(f"{path}: another or an unfinished path; recomputing", flush=True)
-    rows = []
-    for i, (lam, pruned, result) in enumerate(prune_path(model, data, cfg, lams, progress), 1):
+    else:
+        stored = None
+    checkpoint = path_checkpoint(fingerprint, cfg)
+    done = checkpointed_lambdas(checkpoint, model, cfg, lams) if stored else []
+    rows = stored["points"][:len(done)] if stored and len(stored["points"]) >= len(done) else []
+    if len(rows) < len(done):
+        checkpoint.unlink()
+    print(f"{path}: resuming after lambda {done[-1]:g}" if rows else f"{path}: computing", flush=True)
+    for i, (lam, pruned, result) in enumerate(prune_path(weights(model), data, cfg, lams, progress, checkpoint),
+                                              len(rows) + 1):
         rows.append({"kinds": list(cfg.kinds), "lam": lam, "method": "hard-concrete", "label": "path",
                      "model": fingerprint, "path_updates": i * cfg.steps, **counts(pruned),
                      **evaluate_masked(pruned, data, pair, len_alpha, beam, dev_hypotheses=True),
@@ -142,7 +152,13 @@ def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair
                      "prune_minutes": result.minutes, "device": device_name()})
         write_json(path, {"lams": list(lams), "model": fingerprint, "prune_config": settings,
                           "finished": i == len(lams), "points": rows})
+    checkpoint.unlink(missing_ok=True)
     return rows
+
+
+def path_checkpoint(fingerprint: str, cfg: PruneConfig) -> Path:
+    """Where an unfinished path of model `fingerprint` keeps its fine-tuning state (not committed)."""
+    return artifacts_dir() / "pruning" / fingerprint / path_name(cfg).replace(".json", ".pt")
 
 
 def path_validation(path_rows: list[dict], independent: list[dict], refs: list[str], heads_tolerance: int = 2,
@@ -191,6 +207,40 @@ def pruning_curve(model, data: Prepared, kinds: tuple[str, ...], lams: list[floa
         raise ValueError(f"pruning_curve: method must be 'path' or 'independent', got {method!r}")
     return path_points(model, data, PruneConfig(kinds=kinds, steps=max(1, steps // PATH_SHARE), seed=seed),
                        lams, pair, len_alpha, beam, out, progress)
+
+
+# Sec. 6's pruning settings, the kinds each gates and its lambda grid (the paper publishes none):
+# the encoder's self-attention with the decoder frozen (Sec. 6.2), all three kinds (Sec. 6.3).
+SETTINGS = {"encoder": ("enc-self",), "all": KINDS}
+LAMBDAS = {"encoder": (0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.007, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5),
+           "all": (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)}
+SMOKE_LAMBDAS = {"encoder": (0.01, 1.0), "all": (0.5,)}
+SCRATCH_HEADS = {"encoder": (12, 3), "all": (60, 26)}   # heads of the pruned points trained from scratch
+SMOKE_SCRATCH_HEADS = {"encoder": (2,), "all": (12,)}
+SMOKE_STEPS = 10
+
+
+def lambda_grid(profile: str, setting: str) -> list[float]:
+    return list((SMOKE_LAMBDAS if profile == "smoke" else LAMBDAS)[setting])
+
+
+def independent_steps(profile: str) -> int:
+    """Updates of one independent fine-tuning (the path spends a `PATH_SHARE`th of it per lambda)."""
+    return SMOKE_STEPS if profile == "smoke" else PruneConfig.steps
+
+
+def scratch_head_counts(profile: str, setting: str) -> list[int]:
+    return list((SMOKE_SCRATCH_HEADS if profile == "smoke" else SCRATCH_HEADS)[setting])
+
+
+def scratch_plan(rows: list[dict], heads: list[int], baseline_steps: int, setting: str) -> list[tuple[str, int]]:
+    """The from-scratch runs a pruning page compares with (Table 2's "from scratch"): per head count
+    the nearest pruned point's mask (its encoder part alone for the encoder setting) with the
+    updates that point got in all (`matched_budget`), then the all-heads control at the first's."""
+    picked = [nearest(rows, n) for n in heads]
+    plan = [(r["mask"].split(",")[0] if setting == "encoder" else r["mask"], matched_budget(baseline_steps, r))
+            for r in picked]
+    return plan + [("", plan[0][1])]
 
 
 def validation_lambdas(lams: list[float], n: int = 3) -> list[float]:
@@ -513,9 +563,13 @@ def main(argv=None) -> None:
     import argparse
 
     from .results import results_dir
-    from .train import prepare_data, trained_model
+    from .train import prepare_data, recorded_model
     p = argparse.ArgumentParser(prog="python -m headlib.sweep")
-    p.add_argument("what", choices=["prune", "dsp", "fixed", "scratch", "pick"])
+    p.add_argument("what", choices=["curve", "scratches", "prune", "dsp", "fixed", "scratch", "pick"],
+                   help="curve: a setting's continuation path and its validation, as its page computes them; "
+                        "scratches: that page's from-scratch runs, planned from the finished curve")
+    p.add_argument("--setting", default="encoder", choices=list(SETTINGS), help="curve, scratches")
+    p.add_argument("--no-validate", action="store_true", help="curve: the path alone")
     p.add_argument("--profile", default="cpu")
     p.add_argument("--pair", default="en-de")
     p.add_argument("--seed", type=int, default=1)
@@ -535,17 +589,37 @@ def main(argv=None) -> None:
         rows = points(out, tuple(a.kinds.split(",")))
         print("\n".join(dict.fromkeys(nearest(rows, int(n))["mask"] for n in a.totals.split(","))) if rows else "")
         return
+    if a.what == "scratches":   # needs the committed curve and the baseline's record, not its weights
+        base = run_record(get_config(a.profile, [f"train.seed={a.seed}"], pair=a.pair))
+        rows = points(out, SETTINGS[a.setting])
+        if base is None or not rows:
+            raise SystemExit(f"scratches: no trained baseline record or no finished {a.setting} curve under {out}")
+        for spec, steps in scratch_plan(rows, scratch_head_counts(a.profile, a.setting), base["steps"], a.setting):
+            row = scratch_point(a.profile, a.pair, a.seed, spec, steps, out, progress=True)
+            print(json.dumps({k: row[k] for k in ("retained", "test_beam", "steps", "device")}), flush=True)
+        return
     if a.what == "scratch":   # needs the baseline itself only when its number of updates is not given
-        steps = a.max_steps or trained_model(a.profile, a.pair, a.seed)[2]["steps"]
+        steps = a.max_steps or recorded_model(a.profile, a.pair, a.seed)[1]["steps"]
         row = scratch_point(a.profile, a.pair, a.seed, a.spec, steps, out, progress=True)
         print(json.dumps({k: row[k] for k in ("retained", "test_beam", "steps", "device")}))
         return
-    model, bpe, base = trained_model(a.profile, a.pair, a.seed)
-    model = model.to(torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
+    model, base = recorded_model(a.profile, a.pair, a.seed)
+    if torch.cuda.is_available():
+        model = weights(model).cuda()
     data = prepare_data(get_config(a.profile, [f"train.seed={a.seed}"], pair=a.pair))
     beam = base["config"]["train"]["beam"]
     if a.full:
         full_point(model, data, a.pair, base["len_alpha"], beam, out)
+    if a.what == "curve":
+        lams, steps = lambda_grid(a.profile, a.setting), independent_steps(a.profile)
+        full_point(model, data, a.pair, base["len_alpha"], beam, out)
+        rows = pruning_curve(model, data, SETTINGS[a.setting], lams, steps, a.seed, a.pair, base["len_alpha"],
+                             beam, out, progress=True)
+        if not a.no_validate:
+            checked = validate_curve(model, data, rows, validation_lambdas(lams), steps, a.seed, a.pair,
+                                     base["len_alpha"], beam, out, progress=True)
+            print(json.dumps({k: checked[k] for k in ("update_ratio", "agrees")}))
+        return
     kinds, ks = tuple(a.kinds.split(",")), [int(k) for k in a.k.split(",")]
     if a.what == "dsp":
         cfgs = [PruneConfig(kinds=kinds, method="dsp", k=k, steps=a.steps, seed=a.seed) for k in ks]

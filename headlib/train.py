@@ -390,3 +390,55 @@ def trained_model(profile: str = "cpu", pair: str = "en-de", seed: int = 1, over
     results = train(cfg, progress=False)
     model, bpe, _ = load_model(run_dir(cfg) / "final.pt")
     return model, bpe, results
+
+
+class RecordedModel:
+    """The final model of a run known from its committed record alone: its fingerprint, config
+    and layer counts without its weights, which `load` reads (and checks against the fingerprint)
+    only when a result must be computed. So a page whose results are all cached under the model's
+    fingerprint runs on a machine that never trained it."""
+
+    def __init__(self, record: dict, weights: Path):
+        self.record, self.weights, self.model = record, Path(weights), None
+        self.cfg = ModelConfig(**record["config"]["model"])
+
+    def fingerprint(self) -> str:
+        return self.record["fingerprint"]
+
+    def layer_counts(self) -> dict[str, int]:
+        return self.cfg.layer_counts()
+
+    def load(self) -> Transformer:
+        if self.model is not None:
+            return self.model
+        run, fp = self.record["run_dir"], self.fingerprint()
+        if not self.weights.is_file():
+            raise FileNotFoundError(
+                f"{self.weights}: the weights of model {run} (fingerprint {fp}) are not on this machine, and a "
+                "result computed from them is not cached. A retrained model is another model: train it "
+                f"(python -m headlib train --profile {self.record['profile']} --pair {self.record['pair']} "
+                f"--set train.seed={self.record['config']['train']['seed']}) and re-execute every page of its "
+                "(pair, seed), from Sec. 3 on")
+        model = load_model(self.weights)[0]
+        if model.fingerprint() != fp:
+            raise ValueError(f"{self.weights}: fingerprint {model.fingerprint()}, but the committed record of {run} "
+                             f"says {fp}: these weights were trained on another machine or by other code")
+        self.model = model
+        return model
+
+
+def weights(model: Transformer | RecordedModel) -> Transformer:
+    """The model itself, its weights loaded if it was known from its record only."""
+    return model.load() if isinstance(model, RecordedModel) else model
+
+
+def recorded_model(profile: str = "cpu", pair: str = "en-de", seed: int = 1) -> tuple[Transformer | RecordedModel, dict]:
+    """The final model of (profile, pair, seed) and its record: the trained model if it is on this
+    machine, else the committed record's model (`RecordedModel`, weights loaded on demand), else
+    trained first."""
+    from .config import get_config
+    cfg = get_config(profile, [f"train.seed={seed}"], pair=pair)
+    if not (run_dir(cfg) / "results.json").is_file() and (record := committed_record(cfg)) is not None:
+        return RecordedModel(record, run_dir(cfg) / "final.pt"), record
+    model, _, results = trained_model(profile, pair, seed)
+    return model, results

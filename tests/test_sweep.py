@@ -284,6 +284,43 @@ def test_path_points_score_the_continuation_path_and_read_a_finished_one_back(tm
     assert sweep.points(tmp_path, pc.kinds, model) == [json.loads(json.dumps(independent))]   # as stored
 
 
+def test_an_interrupted_path_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path, monkeypatch):
+    """A path stopped while scoring its third lambda goes on from the checkpoint that the second
+    left: the first two lambdas are not fine-tuned again, and every point equals the uninterrupted
+    path's (but for the minutes it took)."""
+    from headlib import prune as prune_module, sweep
+    from headlib.prune import PruneConfig
+    from headlib.train import prepare_data
+    monkeypatch.setenv("HEADLIB_ARTIFACTS", str(tmp_path / "artifacts"))
+    cfg = get_config("smoke")
+    data = prepare_data(cfg)
+    torch.manual_seed(0)
+    model = Transformer(cfg.model, data.bpe.vocab_size)
+    pc, lams = PruneConfig(steps=4, gate_lr=0.1), [0.0, 2.0, 5.0]
+    whole = sweep.path_points(model, data, pc, lams, "en-de", 1.0, 1, tmp_path / "whole")
+    assert not sweep.path_checkpoint(model.fingerprint(), pc).exists()      # removed once finished
+
+    score, calls = sweep.evaluate_masked, []
+    def stop_at_the_third(*a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return score(*a, **k)
+    monkeypatch.setattr(sweep, "evaluate_masked", stop_at_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.path_points(model, data, pc, lams, "en-de", 1.0, 1, tmp_path / "stopped")
+    assert sweep.path_checkpoint(model.fingerprint(), pc).is_file()
+    monkeypatch.setattr(sweep, "evaluate_masked", score)
+    trained = []
+    train = prune_module.Pruning.train
+    monkeypatch.setattr(prune_module.Pruning, "train", lambda self, steps, lam, *a: (trained.append(lam),
+                                                                                     train(self, steps, lam, *a)))
+    resumed = sweep.path_points(model, data, pc, lams, "en-de", 1.0, 1, tmp_path / "stopped")
+    assert trained == [5.0]
+    timeless = lambda rows: [{k: v for k, v in r.items() if k != "prune_minutes"} for r in rows]
+    assert timeless(resumed) == timeless(whole)
+
+
 def _path_row(lam, heads, hyps, steps=None, path_updates=None):
     row = {"lam": lam, "kinds": ["enc-self"], "retained": {"enc-self": heads}, "dev_hypotheses": hyps, "test_beam": 30.0}
     return row | ({"prune_config": {"steps": steps}} if steps else {"path_updates": path_updates})
@@ -306,6 +343,18 @@ def test_path_validation_needs_heads_within_two_and_dev_bleu_within_the_bootstra
         path_validation(path, [_path_row(0.2, 10, good, steps=500)], refs)
 
 
+def test_the_scratch_plan_takes_the_nearest_points_masks_with_their_budgets_and_an_all_heads_control():
+    from headlib.sweep import scratch_plan
+    def row(heads, mask, updates):
+        return {"lam": heads / 100, "kinds": ["enc-self"], "retained": {"enc-self": heads}, "mask": mask,
+                "path_updates": updates}
+    rows = [row(40, "enc-self:1110,dec-enc:0111", 100), row(12, "enc-self:1000,dec-enc:0011", 300),
+            row(4, "enc-self:0001,dec-enc:0001", 500)]
+    assert scratch_plan(rows, [11, 3], 2800, "encoder") == [("enc-self:1000", 3100), ("enc-self:0001", 3300),
+                                                             ("", 3100)]
+    assert scratch_plan(rows, [40], 2800, "all") == [("enc-self:1110,dec-enc:0111", 2900), ("", 2900)]
+
+
 def test_matched_budget_adds_the_fine_tuning_to_the_baselines_training():
     from headlib.sweep import matched_budget
     assert matched_budget(2800, {"prune_config": {"steps": 500}}) == 3300
@@ -325,3 +374,40 @@ def test_dev_choice_counts_which_setting_scores_higher_on_dev_at_each_head_count
             (12, 0.02, {"dev_greedy": 20.0}), (12, 0.2, {"dev_greedy": 21.0}),
             (24, 0.02, {"dev_greedy": 30.0}), (24, 0.2, {"dev_greedy": 29.0})]
     assert dev_choice(runs) == {"wins": {0.02: 1, 0.2: 2}, "chosen": 0.2, "head_counts": 3}   # test BLEU plays no part
+
+
+def test_a_recorded_model_serves_cached_results_without_its_weights_and_names_them_when_needed(tmp_path, monkeypatch):
+    """A page run on a machine that never trained the model (only its committed record): cached
+    points are read under the record's fingerprint; a point that is not cached needs the weights,
+    and their absence is one error naming the file; weights that are another model are refused."""
+    from headlib import sweep
+    from headlib.files import torch_save
+    from headlib.prune import PruneConfig
+    from headlib.train import RecordedModel, prepare_data
+    monkeypatch.setenv("HEADLIB_ARTIFACTS", str(tmp_path / "artifacts"))
+    cfg = get_config("smoke")
+    data = prepare_data(cfg)
+    torch.manual_seed(0)
+    model = Transformer(cfg.model, data.bpe.vocab_size).eval()
+    pc = PruneConfig(steps=2, lam=0.5)
+    full = sweep.full_point(model, data, "en-de", 1.0, 1, tmp_path)
+    point = sweep.prune_point(model, data, pc, "en-de", 1.0, 1, tmp_path)
+    record = {"config": cfg.to_dict(), "fingerprint": model.fingerprint(), "run_dir": "en-de-smoke-x",
+              "profile": "smoke", "pair": "en-de"}
+    absent = RecordedModel(record, tmp_path / "runs" / "final.pt")
+    assert sweep.full_point(absent, data, "en-de", 1.0, 1, tmp_path) == full
+    assert sweep.prune_point(absent, data, pc, "en-de", 1.0, 1, tmp_path) == json.loads(json.dumps(point))   # as stored
+    with pytest.raises(FileNotFoundError, match=r"final\.pt: the weights of model en-de-smoke-x"):
+        sweep.prune_point(absent, data, dataclasses.replace(pc, lam=0.7), "en-de", 1.0, 1, tmp_path)
+
+    torch.manual_seed(1)
+    other = Transformer(cfg.model, data.bpe.vocab_size)
+    torch_save(tmp_path / "runs" / "final.pt", {"model": other.state_dict(), "config": cfg.to_dict(),
+                                                "vocab_size": data.bpe.vocab_size})
+    data.bpe.save(tmp_path / "runs" / "bpe.json")
+    with pytest.raises(ValueError, match=f"says {model.fingerprint()}"):
+        RecordedModel(record, tmp_path / "runs" / "final.pt").load()
+    torch_save(tmp_path / "runs" / "final.pt", {"model": model.state_dict(), "config": cfg.to_dict(),
+                                                "vocab_size": data.bpe.vocab_size})
+    present = RecordedModel(record, tmp_path / "runs" / "final.pt")
+    assert present.load().fingerprint() == model.fingerprint() and present.load() is present.load()
