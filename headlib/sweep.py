@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -59,14 +60,15 @@ def _read(path: Path, fingerprint: str | None = None) -> dict | None:
 def evaluate_masked(model, data: Prepared, pair: str, len_alpha: float, beam: int,
                     dev_hypotheses: bool = False) -> dict:
     """Dev greedy and main-test greedy + beam BLEU of `model` as it is (its head masks fixed), and
-    if asked the dev translations (for a paired bootstrap against another point)."""
-    test = load_split(pair, main_test_set(pair))
+    if asked the dev translations (for a paired bootstrap against another point); with the
+    minutes the scoring took (a phase of the study's time)."""
+    t0, test = time.time(), load_split(pair, main_test_set(pair))
     dev = translate(model, data.bpe, data.dev.src)
     return {"dev_greedy": score(dev, list(data.dev.tgt))["bleu"],
             "test_greedy": evaluate_bleu(model, data.bpe, test)["bleu"],
             "test_beam": evaluate_bleu(model, data.bpe, test, beam, len_alpha)["bleu"],
             "test_set": test.name, "beam": beam, "len_alpha": len_alpha,
-            **({"dev_hypotheses": dev} if dev_hypotheses else {})}
+            **({"dev_hypotheses": dev} if dev_hypotheses else {}), "score_minutes": round((time.time() - t0) / 60, 2)}
 
 
 def counts(model) -> dict:
