@@ -31,6 +31,10 @@ from .subset import SubsetGates
 from .train import Prepared, token_loss
 
 
+DSP_TAU = (0.1, 1e-8)   # Li et al. (2021)'s temperature endpoints (annealed over 15k updates there); the
+                        # Beyond page asks dev whether they beat PruneConfig.tau within our budget
+
+
 @dataclass(frozen=True)
 class PruneConfig:
     kinds: tuple[str, ...] = ("enc-self",)

@@ -39,7 +39,8 @@ def device_name() -> str:
 def point_name(cfg: PruneConfig) -> str:
     kinds = "+".join(cfg.kinds)
     if cfg.method == "dsp":
-        return f"{kinds}-dsp-k{cfg.k}-lr{cfg.logit_lr:g}-s{cfg.steps}.json"
+        tau = "" if cfg.tau == PruneConfig.tau else f"-tau{cfg.tau[0]:g}-{cfg.tau[1]:g}"
+        return f"{kinds}-dsp-k{cfg.k}-lr{cfg.logit_lr:g}{tau}-s{cfg.steps}.json"
     if cfg.method == "fixed":
         return f"{kinds}-{cfg.label}-k{cfg.mask.count('1')}-s{cfg.steps}.json"
     return f"{kinds}-lam{cfg.lam:g}-s{cfg.steps}.json"
@@ -140,10 +141,11 @@ def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair
     else:
         stored = None
     checkpoint = path_checkpoint(fingerprint, cfg)
-    done = checkpointed_lambdas(checkpoint, model, cfg, lams) if stored else []
-    rows = stored["points"][:len(done)] if stored and len(stored["points"]) >= len(done) else []
-    if len(rows) < len(done):
+    done = checkpointed_lambdas(checkpoint, model, cfg, lams)
+    rows = stored["points"][:len(done)] if stored else []
+    if len(rows) < len(done):                       # a checkpoint without its points: start again
         checkpoint.unlink()
+        rows = []
     print(f"{path}: resuming after lambda {done[-1]:g}" if rows else f"{path}: computing", flush=True)
     for i, (lam, pruned, result) in enumerate(prune_path(weights(model), data, cfg, lams, progress, checkpoint),
                                               len(rows) + 1):
@@ -273,6 +275,18 @@ def dev_choice(runs: list[tuple[int, float, dict]]) -> dict:
     for scored in by_k.values():
         wins[max(scored)[1]] += 1
     return {"wins": wins, "chosen": max(wins, key=wins.get), "head_counts": len(by_k)}
+
+
+def dev_choice_note(choice: dict, used, what: str, show=lambda s: f"{s:g}") -> str:
+    """One sentence (Markdown) on what dev chose (`dev_choice`) against the setting `used` on the
+    page, `what` naming it (e.g. "the logits' learning rate"), each setting written by `show`."""
+    chosen = choice["chosen"]
+    said = (f"On dev (greedy BLEU), {what} {show(chosen)} scores higher at {choice['wins'][chosen]} of "
+            f"{choice['head_counts']} head counts")
+    if chosen == used:
+        return said + ", so dev agrees with the setting used above."
+    return (said + f": dev would choose {show(chosen)}, not the {show(used)} used above, which was chosen before "
+            "this protocol, with test scores in view.")
 
 
 def matched_budget(baseline_steps: int, row: dict) -> int:

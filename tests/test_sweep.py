@@ -374,6 +374,20 @@ def test_dev_choice_counts_which_setting_scores_higher_on_dev_at_each_head_count
             (12, 0.02, {"dev_greedy": 20.0}), (12, 0.2, {"dev_greedy": 21.0}),
             (24, 0.02, {"dev_greedy": 30.0}), (24, 0.2, {"dev_greedy": 29.0})]
     assert dev_choice(runs) == {"wins": {0.02: 1, 0.2: 2}, "chosen": 0.2, "head_counts": 3}   # test BLEU plays no part
+    from headlib.sweep import dev_choice_note
+    assert dev_choice_note(dev_choice(runs), 0.2, "the rate").endswith("2 of 3 head counts, so dev agrees with the "
+                                                                        "setting used above.")
+    assert "dev would choose 0.2, not the 0.02 used above" in dev_choice_note(dev_choice(runs), 0.02, "the rate")
+    taus = [(3, (0.1, 1e-3), {"dev_greedy": 10.0}), (3, (0.1, 1e-8), {"dev_greedy": 11.0})]
+    assert dev_choice(taus)["chosen"] == (0.1, 1e-8)
+
+
+def test_a_dsp_point_with_another_temperature_is_another_point():
+    from headlib.prune import DSP_TAU, PruneConfig
+    from headlib.sweep import point_name
+    ours, theirs = PruneConfig(method="dsp", k=12), PruneConfig(method="dsp", k=12, tau=DSP_TAU)
+    assert point_name(ours) == "enc-self-dsp-k12-lr0.2-s500.json"          # the committed points' names stay
+    assert point_name(theirs) == "enc-self-dsp-k12-lr0.2-tau0.1-1e-08-s500.json"
 
 
 def test_a_recorded_model_serves_cached_results_without_its_weights_and_names_them_when_needed(tmp_path, monkeypatch):
@@ -411,3 +425,22 @@ def test_a_recorded_model_serves_cached_results_without_its_weights_and_names_th
                                                 "vocab_size": data.bpe.vocab_size})
     present = RecordedModel(record, tmp_path / "runs" / "final.pt")
     assert present.load().fingerprint() == model.fingerprint() and present.load() is present.load()
+
+
+def test_the_command_line_computes_a_settings_curve_with_its_validation_then_the_scratch_runs_it_plans(smoke_run):
+    """`python -m headlib.sweep curve` then `scratches`: the units a Sec. 6 page is computed in."""
+    from headlib import sweep
+    from headlib.results import results_dir
+    _, run = smoke_run
+    sweep.main(["curve", "--profile", "smoke", "--setting", "encoder"])
+    out = results_dir("smoke", "en-de", 1) / "pruning"
+    checked = json.loads((out / "enc-self-path-validation.json").read_text())
+    lams = sweep.lambda_grid("smoke", "encoder")
+    assert [p["lam"] for p in checked["points"]] == sweep.validation_lambdas(lams) and checked["update_ratio"] == 0.2
+    assert [r["lam"] for r in sweep.points(out, ("enc-self",))] == lams
+    sweep.main(["scratches", "--profile", "smoke", "--setting", "encoder"])
+    baseline = json.loads((run / "results.json").read_text())["steps"]
+    plan = sweep.scratch_plan(sweep.points(out, ("enc-self",)), sweep.scratch_head_counts("smoke", "encoder"),
+                              baseline, "encoder")
+    trained = {(r["mask"], r["steps"]) for r in sweep.scratch_rows(out)}
+    assert set(plan) <= trained
