@@ -117,9 +117,10 @@ PROFILES: dict[str, Config] = {
     # halved so that training fits on 2 cores. A recipe of updates, not minutes, so that every
     # machine trains the same model (up to kernel rounding): 2,800 updates of 2,048-token batches,
     # lr 2e-3 after 800 warmup updates decayed linearly to 0 at the last (Li et al. 2020), fp32.
-    # 83 minutes on a 2-core AVX2-only EPYC (1,035 tok/s fp32, evaluations included). Pre-LN, chosen on
-    # dev at equal updates over post-LN with a recipe of its own (lr 1e-3, warmup 1,400): 35.42 against
-    # 15.39 dev BLEU at update 2,800 (Sec. 3, stats.NORM_RUNS). Frozen: a change is a new study generation.
+    # 83 minutes on a 2-core AVX2-only EPYC (1,035 tok/s fp32, evaluations included), about 67 on an
+    # AVX512-BF16 one. Pre-LN, chosen on dev at equal updates over post-LN with a recipe of its own (lr 1e-3,
+    # warmup 1,400): 35.42 against 15.39 dev BLEU at update 2,800 (the pre-LN run then was d3647e23475a;
+    # Sec. 3 shows the committed pair, stats.NORM_RUNS). Frozen: a change is a new study generation.
     "cpu": Config(
         profile="cpu",
         model=ModelConfig(d_model=256, n_heads=8, d_ff=1024, dropout=0.2, norm="pre"),
