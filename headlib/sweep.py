@@ -579,7 +579,7 @@ def main(argv=None) -> None:
     import argparse
 
     from .results import results_dir
-    from .train import prepare_data, recorded_model
+    from .train import RecordedModel, prepare_data, recorded_model, run_dir
     p = argparse.ArgumentParser(prog="python -m headlib.sweep")
     p.add_argument("what", choices=["curve", "scratches", "prune", "dsp", "fixed", "scratch", "pick"],
                    help="curve: a setting's continuation path and its validation, as its page computes them; "
@@ -606,9 +606,10 @@ def main(argv=None) -> None:
         print("\n".join(dict.fromkeys(nearest(rows, int(n))["mask"] for n in a.totals.split(","))) if rows else "")
         return
     if a.what == "scratches":   # needs the committed curve and the baseline's record, not its weights
-        base = run_record(get_config(a.profile, [f"train.seed={a.seed}"], pair=a.pair))
-        rows = points(out, SETTINGS[a.setting])
-        if base is None or not rows:
+        cfg = get_config(a.profile, [f"train.seed={a.seed}"], pair=a.pair)
+        base = run_record(cfg)
+        rows = points(out, SETTINGS[a.setting], RecordedModel(base, run_dir(cfg) / "final.pt")) if base else []
+        if not rows:
             raise SystemExit(f"scratches: no trained baseline record or no finished {a.setting} curve under {out}")
         for spec, steps in scratch_plan(rows, scratch_head_counts(a.profile, a.setting), base["steps"], a.setting):
             row = scratch_point(a.profile, a.pair, a.seed, spec, steps, out, progress=True)
