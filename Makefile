@@ -29,7 +29,14 @@ book: study
 	$(PY) -m headlib.book check --profile $(PROFILE) --out $(BOOK)
 	$(VENV)/bin/jupyter-book build $(BOOK) -W -n --keep-going
 
-test: $(VENV)/.installed
+# The browser tests' headless Chromium: Debian's package (never `playwright install`), installed
+# here when make runs as root, else named in one line.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	else echo "make test needs Debian's chromium for its browser tests: sudo apt-get install -y chromium" >&2; exit 1; fi
+
+test: $(VENV)/.installed $(CHROMIUM)
 	$(PY) -m pytest -q tests
 
 clean-book:   # Jupyter Book builds beside the _config.yml it finds: the root's for book/

@@ -84,6 +84,9 @@ class TrainConfig:
                                      # sentences (Sec. 5, heads over training; 0 = off)
 
 
+SPEED_ONLY = ("train.threads",)   # config keys that change speed, not results: not in a run's cache key
+
+
 @dataclass(frozen=True)
 class Config:
     profile: str = "cpu"
@@ -95,10 +98,12 @@ class Config:
         return dataclasses.asdict(self)
 
     def digest(self, extra: str = "") -> str:
-        """Short hash of the config (and `extra`, e.g. the results version) for cache keys.
-        `train.threads` is left out: it changes speed, not results."""
+        """Short hash of the config (and `extra`, e.g. the results version) for cache keys,
+        without the `SPEED_ONLY` keys."""
         d = self.to_dict()
-        d["train"].pop("threads")
+        for key in SPEED_ONLY:
+            section, name = key.split(".")
+            d[section].pop(name)
         blob = json.dumps(d, sort_keys=True) + extra
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -48,6 +48,48 @@ def torch_save(path: str | Path, obj: Any) -> Path:
     return atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, unreadable, or from another config or results version."""
+
+
+def load_checkpoint(path: str | Path, what: str = "checkpoint", *, config: dict | None = None,
+                    ignore: tuple[str, ...] = (), results_version: int | None = None, map_location="cpu",
+                    weights_only: bool = False) -> Any:
+    """`torch.load(path)`, with one line naming the file when it is missing, truncated or corrupt,
+    or (given them) saved under another `config` (but for its dotted keys `ignore`) or
+    `results_version` than the caller's."""
+    import torch
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no {what} (the file does not exist)")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=weights_only)
+    except Exception as e:   # a truncated zip archive, a bad pickle, not a torch file at all
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{path}: not a readable {what}; the file is truncated or corrupt ({reason})") from None
+    differing = [] if config is None else [k for k in _differing_keys(config, ckpt.get("config") or {})
+                                           if k not in ignore]
+    if differing:
+        keys = ", ".join(differing)
+        raise CheckpointError(f"{path}: a {what} of another config (differs in {keys}); "
+                              "remove it to start this run again")
+    saved = ckpt.get("results_version", results_version) if isinstance(ckpt, dict) else results_version
+    if results_version is not None and saved != results_version:
+        raise CheckpointError(f"{path}: a {what} of results version {saved}, but this code is results version "
+                              f"{results_version}; remove it to start again")
+    return ckpt
+
+
+def _differing_keys(a: dict, b: dict, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two nested dicts ("train.lr")."""
+    keys = []
+    for k in sorted({*a, *b}, key=str):
+        x, y = a.get(k), b.get(k)
+        keys += _differing_keys(x, y, f"{prefix}{k}.") if isinstance(x, dict) and isinstance(y, dict) else \
+            [f"{prefix}{k}"] if x != y else []
+    return keys
+
+
 def artifacts_dir() -> Path:
     """Root of every cache (BPE models, checkpoints, parses): $HEADLIB_ARTIFACTS or ./artifacts."""
     return Path(os.environ.get("HEADLIB_ARTIFACTS", "artifacts")).resolve()

@@ -31,7 +31,7 @@ import torch
 
 from .config import get_config
 from .data import load_split, main_test_set
-from .files import artifacts_dir, torch_save, write_json
+from .files import artifacts_dir, load_checkpoint, torch_save, write_json
 from .heads import confidence, encoder_attention
 from .importance import keep_top
 from .model import Transformer, mask_spec, parse_mask_spec
@@ -69,10 +69,10 @@ def confidence_mask(model, bpe, sentences, k: int, eos_mode: str) -> tuple[torch
     return keep_top(conf, k), conf
 
 
-def _rewound(checkpoint: Path, out: Path, masks: dict[str, torch.Tensor]) -> None:
-    """Start run `out` from `checkpoint`'s whole training state, with `masks` installed and the
-    early run's evaluations (best weights, snapshots) forgotten."""
-    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)
+def _rewound(checkpoint: Path, out: Path, masks: dict[str, torch.Tensor], cfg) -> None:
+    """Start run `out` of config `cfg` from `checkpoint`'s whole training state, with `masks`
+    installed and the early run's evaluations (best weights, snapshots) forgotten."""
+    ckpt = load_checkpoint(checkpoint, "rewind checkpoint") | {"config": cfg.to_dict()}
     for kind, m in masks.items():
         ckpt["model"][Transformer.mask_buffer_name(kind)] = m.clone()
     ckpt["state"] |= {"stopped": "", "best_bleu": -1.0, "bad_evals": 0, "snapshots": []}
@@ -131,11 +131,11 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
     ticket_cfg = scratch_config(profile, pair, seed, spec, total)
     ticket_dir = work / "ticket"
     if not (ticket_dir / "last.pt").is_file():
-        _rewound(rewind, ticket_dir, {"enc-self": mask})
+        _rewound(rewind, ticket_dir, {"enc-self": mask}, ticket_cfg)
     trainer = _trainer(ticket_cfg, ticket_dir, progress)
     if trainer.state["step"] < total:
         trainer.fit()
-    rewind_minutes = torch.load(rewind, map_location="cpu", weights_only=False)["state"]["elapsed"] / 60
+    rewind_minutes = load_checkpoint(rewind, "rewind checkpoint")["state"]["elapsed"] / 60
     results = finalize(trainer)
     speed = encoder_speed(model, bpe, pair, trainer.model.eval(), hard_concrete)
     test = main_test_set(pair)

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from .batching import batch_stream
-from .files import torch_save
+from .files import load_checkpoint, torch_save
 from .gates import HardConcreteGates
 from .model import parse_mask_spec
 from .subset import SubsetGates
@@ -185,35 +185,37 @@ def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tu
 
 
 def prune_path(model, data: Prepared, cfg: PruneConfig, lams: Sequence[float], progress: bool = False,
-               checkpoint: Path | None = None) -> Iterator[tuple[float, torch.nn.Module, PruneResult]]:
+               checkpoint: Path | None = None, resume: dict | None = None
+               ) -> Iterator[tuple[float, torch.nn.Module, PruneResult]]:
     """The continuation path: one Hard Concrete fine-tuning whose lambda steps through `lams` in
     order, `cfg.steps` updates at each, every lambda warm-started from the previous lambda's gated
     model (weights, gates and optimizer state). Yields (lambda, pruned copy, result) after each.
     With k lambdas it costs k * cfg.steps updates; its first point is `prune` at lams[0].
 
     With a `checkpoint` file the fine-tuning's state is saved there (atomically) each time the
-    caller asks for the next lambda, i.e. after it has stored the previous point, and a path
-    started again resumes after the lambdas that file holds (`checkpointed_lambdas`) as if it had
-    never stopped; so a path can outlive its process."""
+    caller asks for the next lambda, i.e. after it has stored the previous point. Given `resume`,
+    what `saved_path` read from such a file, the path goes on after the lambdas it holds as if it
+    had never stopped; so a path can outlive its process."""
     if cfg.method != "hard-concrete":
         raise ValueError(f"prune_path: the continuation path follows lambda, so method must be hard-concrete, "
                          f"got {cfg.method!r}")
-    run, done = Pruning(model, data, cfg), checkpointed_lambdas(checkpoint, model, cfg, lams)
-    if done:
-        run.load_state(torch.load(checkpoint, weights_only=False)["state"])
+    run, done = Pruning(model, data, cfg), (resume["lams"] if resume else [])
+    if resume:
+        run.load_state(resume["state"])
+    fingerprint = model.fingerprint() if checkpoint is not None else None
     for i, lam in enumerate(lams[len(done):], len(done)):
         run.train(cfg.steps, lam, progress)
         yield (lam, *run.snapshot())
         if checkpoint is not None and i + 1 < len(lams):
-            torch_save(checkpoint, {"lams": list(lams[:i + 1]), "model": model.fingerprint(),
+            torch_save(checkpoint, {"lams": list(lams[:i + 1]), "model": fingerprint,
                                     "prune_config": dataclasses.asdict(cfg), "state": run.state()})
 
 
-def checkpointed_lambdas(checkpoint: Path | None, model, cfg: PruneConfig, lams: Sequence[float]) -> list[float]:
-    """The lambdas of `lams` already done by the path saved in `checkpoint` (the same model and
-    settings, and a prefix of `lams`), or [] if there is none such."""
-    if checkpoint is None or not Path(checkpoint).is_file():
-        return []
-    saved = torch.load(checkpoint, weights_only=False)
-    same = saved["model"] == model.fingerprint() and saved["prune_config"] == dataclasses.asdict(cfg)
-    return saved["lams"] if same and list(lams[:len(saved["lams"])]) == saved["lams"] else []
+def saved_path(checkpoint: Path, fingerprint: str, cfg: PruneConfig, lams: Sequence[float]) -> dict | None:
+    """The state `prune_path` saved in `checkpoint` ("lams" done, "state"), if that file is a path
+    of the model `fingerprint` with settings `cfg` whose lambdas are a prefix of `lams`; else None."""
+    if not Path(checkpoint).is_file():
+        return None
+    saved = load_checkpoint(checkpoint, "pruning path checkpoint")
+    same = saved["model"] == fingerprint and saved["prune_config"] == dataclasses.asdict(cfg)
+    return saved if same and list(lams[:len(saved["lams"])]) == saved["lams"] else None

@@ -39,8 +39,8 @@ def page_header(profile: str, pair: str, seed: int, record: dict) -> str:
 
 def other_models(records, role: str) -> list[dict]:
     """The models of training records (results.json) that a page reads besides its own, with the
-    role they play there: [{"run", "fingerprint", "role"}]."""
-    return [{"run": r["run_dir"], "fingerprint": r.get("fingerprint"), "role": role} for r in records]
+    role they play there, keyed as a page's manifest names models: [{"run", "fingerprint", "role"}]."""
+    return [{"run": m["run_dir"], "fingerprint": m["fingerprint"], "role": role} for m in map(model_id, records)]
 
 
 def other_models_note(models: list[dict], own: bool = True) -> str:

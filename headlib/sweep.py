@@ -28,7 +28,7 @@ from .files import artifacts_dir, write_json
 from .importance import keep_top, random_mask
 from .model import KINDS, mask_spec, parse_mask_spec
 from .decode import paired_bootstrap, score, translate
-from .prune import PruneConfig, checkpointed_lambdas, prune, prune_path
+from .prune import PruneConfig, prune, prune_path, saved_path
 from .train import Prepared, evaluate_bleu, run_record, train, weights
 
 
@@ -141,14 +141,14 @@ def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair
     else:
         stored = None
     checkpoint = path_checkpoint(fingerprint, cfg)
-    done = checkpointed_lambdas(checkpoint, model, cfg, lams)
-    rows = stored["points"][:len(done)] if stored else []
-    if len(rows) < len(done):                       # a checkpoint without its points: start again
+    resume = saved_path(checkpoint, fingerprint, cfg, lams)
+    rows = stored["points"][:len(resume["lams"])] if stored and resume else []
+    if resume and len(rows) < len(resume["lams"]):   # a checkpoint without its points: start again
         checkpoint.unlink()
-        rows = []
-    print(f"{path}: resuming after lambda {done[-1]:g}" if rows else f"{path}: computing", flush=True)
-    for i, (lam, pruned, result) in enumerate(prune_path(weights(model), data, cfg, lams, progress, checkpoint),
-                                              len(rows) + 1):
+        resume = None
+    print(f"{path}: resuming after lambda {resume['lams'][-1]:g}" if resume else f"{path}: computing", flush=True)
+    for i, (lam, pruned, result) in enumerate(prune_path(weights(model), data, cfg, lams, progress, checkpoint,
+                                                         resume), len(rows) + 1):
         rows.append({"kinds": list(cfg.kinds), "lam": lam, "method": "hard-concrete", "label": "path",
                      "model": fingerprint, "path_updates": i * cfg.steps, **counts(pruned),
                      **evaluate_masked(pruned, data, pair, len_alpha, beam, dev_hypotheses=True),

@@ -37,10 +37,10 @@ import torch.distributed as dist
 from . import RESULTS_VERSION, __version__
 from .batching import Encoded, collate, epoch_order, make_batches
 from .bpe import BPE, PAD_ID, cached_bpe
-from .config import Config, ModelConfig
+from .config import SPEED_ONLY, Config, ModelConfig
 from .data import Corpus, load_split, test_sets
 from .decode import score, translate
-from .files import artifacts_dir, torch_save, write_json
+from .files import CheckpointError, artifacts_dir, load_checkpoint, torch_save, write_json
 from .heads import head_statistics, piece_frequencies
 from .loss import linear_cross_entropy, reference_cross_entropy
 from .model import Transformer
@@ -132,7 +132,7 @@ def evaluate_bleu(model, bpe: BPE, corpus: Corpus, beam: int = 1, alpha: float =
 
 
 def average_weights(paths: list[Path]) -> dict:
-    states = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
+    states = [load_checkpoint(p, "weight snapshot", weights_only=True) for p in paths]
     return {k: sum(s[k].double() for s in states).div(len(states)).to(states[0][k].dtype)
             if states[0][k].is_floating_point() else states[0][k] for k in states[0]}
 
@@ -169,10 +169,11 @@ class Trainer:
             torch_save(self.out / "last.pt", {
                 "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
                 "state": self.state, "config": self.cfg.to_dict(), "version": __version__,
-                "rng": {"torch": torch.get_rng_state(), "python": random.getstate()}})
+                "results_version": RESULTS_VERSION, "rng": {"torch": torch.get_rng_state(), "python": random.getstate()}})
 
     def _load(self, path: Path):
-        ckpt = torch.load(path, map_location=self.dev, weights_only=False)
+        ckpt = load_checkpoint(path, "training checkpoint", config=self.cfg.to_dict(), ignore=SPEED_ONLY,
+                               results_version=RESULTS_VERSION, map_location=self.dev)
         self.model.load_state_dict(ckpt["model"])
         self.opt.load_state_dict(ckpt["optimizer"])
         self.state = ckpt["state"]
@@ -303,7 +304,7 @@ def finalize(trainer: Trainer) -> dict:
         gap = s["step"] - (s["history"][-1]["step"] if s["history"] else 0)
         trainer._evaluate(snapshot=gap >= cfg.train.eval_every // 2)
     model.eval()
-    candidates = {"best": torch.load(out / "best.pt", map_location="cpu", weights_only=True)}
+    candidates = {"best": load_checkpoint(out / "best.pt", "best weights", weights_only=True)}
     if len(s["snapshots"]) > 1:
         candidates["averaged"] = average_weights([out / n for n in s["snapshots"]])
     dev_scores = {}
@@ -316,7 +317,7 @@ def finalize(trainer: Trainer) -> dict:
               for a in cfg.train.tune_len_alpha}
     alpha = max(alphas, key=alphas.get)
     torch_save(out / "final.pt", {"model": model.state_dict(), "config": cfg.to_dict(), "version": __version__,
-                                  "vocab_size": bpe.vocab_size, "len_alpha": alpha})
+                                  "results_version": RESULTS_VERSION, "vocab_size": bpe.vocab_size, "len_alpha": alpha})
     bpe.save(out / "bpe.json")
     tests = {}
     for name in test_sets(cfg.data.pair):
@@ -375,9 +376,14 @@ def train(cfg: Config, progress: bool = True) -> dict:
 def load_model(path: str | Path, map_location="cpu") -> tuple[Transformer, BPE, dict]:
     """The final model of a run (its `final.pt`, beside `bpe.json`), in eval mode."""
     path = Path(path)
-    ckpt = torch.load(path, map_location=map_location, weights_only=False)
-    model = Transformer(ModelConfig(**ckpt["config"]["model"]), ckpt["vocab_size"])
-    model.load_state_dict(ckpt["model"])
+    ckpt = load_checkpoint(path, "trained model", map_location=map_location)
+    try:
+        model = Transformer(ModelConfig(**ckpt["config"]["model"]), ckpt["vocab_size"])
+        model.load_state_dict(ckpt["model"])
+    except (KeyError, TypeError, RuntimeError) as e:   # another layout: saved by other code
+        reason = str(e).strip().splitlines()[0]
+        raise CheckpointError(f"{path}: not a trained model of this headlib (saved by version "
+                              f"{ckpt.get('version', '?') if isinstance(ckpt, dict) else '?'}): {reason}") from None
     model.eval()
     return model, BPE.load(path.parent / "bpe.json"), ckpt
 
@@ -413,12 +419,15 @@ class RecordedModel:
             return self.model
         run, fp = self.record["run_dir"], self.fingerprint()
         if not self.weights.is_file():
+            isa = self.record.get("machine", {})
             raise FileNotFoundError(
                 f"{self.weights}: the weights of model {run} (fingerprint {fp}) are not on this machine, and a "
-                "result computed from them is not cached. A retrained model is another model: train it "
-                f"(python -m headlib train --profile {self.record['profile']} --pair {self.record['pair']} "
-                f"--set train.seed={self.record['config']['train']['seed']}) and re-execute every page of its "
-                "(pair, seed), from Sec. 3 on")
+                "result computed from them is not cached. Train it (python -m headlib train --profile "
+                f"{self.record['profile']} --pair {self.record['pair']} --set train.seed="
+                f"{self.record['config']['train']['seed']}): on a CPU like the record's (ISA {isa.get('isa', '?')}, "
+                f"bf16 {isa.get('bf16', '?')}) fp32 training is deterministic (benchmarks/same_isa_retrain.py), so "
+                "that should give these weights again; elsewhere it gives another model, "
+                "and every page of its (pair, seed) must then be re-executed, from Sec. 3 on")
         model = load_model(self.weights)[0]
         if model.fingerprint() != fp:
             raise ValueError(f"{self.weights}: fingerprint {model.fingerprint()}, but the committed record of {run} "
