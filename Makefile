@@ -14,7 +14,7 @@ FORCE   ?=
 # into artifacts/book-<profile>/ so that it never overwrites them.
 BOOK    ?= $(if $(filter cpu,$(PROFILE)),book,artifacts/book-$(PROFILE))
 
-.PHONY: book study test clean-book
+.PHONY: book study test clean-book chromium
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -30,13 +30,13 @@ book: study
 	$(VENV)/bin/jupyter-book build $(BOOK) -W -n --keep-going
 
 # The browser tests' headless Chromium: Debian's package (never `playwright install`), installed
-# here when make runs as root, else named in one line.
-CHROMIUM := /usr/bin/chromium
-$(CHROMIUM):
-	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+# here when it is missing and make runs as root, else named in one line.
+chromium:
+	@command -v chromium >/dev/null || if [ "$$(id -u)" = 0 ]; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	else echo "make test needs Debian's chromium for its browser tests: sudo apt-get install -y chromium" >&2; exit 1; fi
 
-test: $(VENV)/.installed $(CHROMIUM)
+test: $(VENV)/.installed chromium
 	$(PY) -m pytest -q tests
 
 clean-book:   # Jupyter Book builds beside the _config.yml it finds: the root's for book/

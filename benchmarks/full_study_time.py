@@ -80,8 +80,9 @@ def from_records(pair: str, results: Path = REPO / "results" / "cpu", book: Path
     """Minutes of each phase of (pair, seed 1) as its committed records give them: the training
     (train_minutes: the update loop with its evaluations, not the final scoring), every Sec. 6
     point (fine-tuning and scoring; a path as one unit), every from-scratch
-    run, and every executed page (its manifest's seconds; a page run from cached points does not
-    include them). Missing minutes are listed, not guessed."""
+    run (less the `paused_minutes` its record notes, when its process was stopped by hand), and
+    every executed page (its manifest's seconds; a page run from cached points does not include
+    them). Missing minutes are listed, not guessed."""
     seed = results / pair / "seed1"
     training = json.loads((seed / "training_results.json").read_text())
     units, missing = {}, []
@@ -98,7 +99,7 @@ def from_records(pair: str, results: Path = REPO / "results" / "cpu", book: Path
             if "score_minutes" not in row:
                 missing.append(f"{path.stem}: scoring")
         elif path.stem.startswith("scratch-") and same_recipe(row["results"]["config"], training["config"]):
-            units[path.stem] = row["train_minutes"]
+            units[path.stem] = row["train_minutes"] - row.get("paused_minutes", 0)   # a run stopped by hand
     pages = {}
     for path in sorted((book / pair / "seed1").glob("*.manifest.json")):
         m = json.loads(path.read_text())

@@ -4,7 +4,7 @@ every internal link resolves, no glue role is left as text; a full-page screensh
     python -m headlib.browse [--html _build/html] [--screenshots artifacts/screenshots] [--prefix cpu]
 
 The tests run the same check on the smoke book (tests/test_book_browser.py). Needs the Debian
-`chromium` package (`apt-get install -y chromium`; .ci/run installs it), never `playwright install`.
+`chromium` package (`apt-get install -y chromium`; `make test` installs it as root), never `playwright install`.
 The book is served over http on 127.0.0.1: file:// URLs give missing-resource console errors.
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ def chromium():
     exe = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
     if exe is None:
         raise FileNotFoundError(f"Chromium not found at {CHROMIUM}: install the Debian package (apt-get install -y "
-                                "chromium; .ci/run does this). Do not use `playwright install`.")
+                                "chromium; `make test` does this as root). Do not use `playwright install`.")
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -64,11 +66,12 @@ def load_checkpoint(path: str | Path, what: str = "checkpoint", *, config: dict 
         raise CheckpointError(f"{path}: no {what} (the file does not exist)")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=weights_only)
-    except Exception as e:   # a truncated zip archive, a bad pickle, not a torch file at all
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{path}: not a readable {what}; the file is truncated or corrupt ({reason})") from None
-    differing = [] if config is None else [k for k in _differing_keys(config, ckpt.get("config") or {})
-                                           if k not in ignore]
+    except (pickle.UnpicklingError, EOFError, RuntimeError, zipfile.BadZipFile) as e:
+        # a truncated zip archive (RuntimeError from torch's reader), a bad pickle, not a torch file
+        raise CheckpointError(f"{path}: not a readable {what}; the file is truncated or corrupt ({first_line(e)}); "
+                              "delete it to compute it again") from None
+    saved_config = ckpt.get("config") if isinstance(ckpt, dict) else None
+    differing = [] if config is None else [k for k in _differing_keys(config, saved_config or {}) if k not in ignore]
     if differing:
         keys = ", ".join(differing)
         raise CheckpointError(f"{path}: a {what} of another config (differs in {keys}); "
@@ -80,11 +83,16 @@ def load_checkpoint(path: str | Path, what: str = "checkpoint", *, config: dict 
     return ckpt
 
 
+def first_line(e: BaseException) -> str:
+    """An exception's message in one line (its type when it has none)."""
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
 def _differing_keys(a: dict, b: dict, prefix: str = "") -> list[str]:
     """The dotted keys whose values differ between two nested dicts ("train.lr")."""
-    keys = []
+    keys, missing = [], object()
     for k in sorted({*a, *b}, key=str):
-        x, y = a.get(k), b.get(k)
+        x, y = a.get(k, missing), b.get(k, missing)
         keys += _differing_keys(x, y, f"{prefix}{k}.") if isinstance(x, dict) and isinstance(y, dict) else \
             [f"{prefix}{k}"] if x != y else []
     return keys

@@ -40,7 +40,7 @@ from .bpe import BPE, PAD_ID, cached_bpe
 from .config import SPEED_ONLY, Config, ModelConfig
 from .data import Corpus, load_split, test_sets
 from .decode import score, translate
-from .files import CheckpointError, artifacts_dir, load_checkpoint, torch_save, write_json
+from .files import CheckpointError, artifacts_dir, first_line, load_checkpoint, torch_save, write_json
 from .heads import head_statistics, piece_frequencies
 from .loss import linear_cross_entropy, reference_cross_entropy
 from .model import Transformer
@@ -381,9 +381,9 @@ def load_model(path: str | Path, map_location="cpu") -> tuple[Transformer, BPE, 
         model = Transformer(ModelConfig(**ckpt["config"]["model"]), ckpt["vocab_size"])
         model.load_state_dict(ckpt["model"])
     except (KeyError, TypeError, RuntimeError) as e:   # another layout: saved by other code
-        reason = str(e).strip().splitlines()[0]
-        raise CheckpointError(f"{path}: not a trained model of this headlib (saved by version "
-                              f"{ckpt.get('version', '?') if isinstance(ckpt, dict) else '?'}): {reason}") from None
+        version = ckpt.get("version", "?") if isinstance(ckpt, dict) else "?"
+        raise CheckpointError(f"{path}: not a trained model of this headlib (saved by version {version}): "
+                              f"{first_line(e)}") from None
     model.eval()
     return model, BPE.load(path.parent / "bpe.json"), ckpt
 

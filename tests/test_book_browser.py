@@ -1,7 +1,7 @@
 """The smoke-profile book in a real browser: every page opens in headless Chromium without console
 errors, every image loads, every internal link resolves. Screenshots go to artifacts/screenshots/.
 
-Needs the Debian `chromium` package (.ci/run installs it); the test fails, not skips, without it.
+Needs the Debian `chromium` package (`make test` installs it as root); the test fails, not skips, without it.
 """
 from __future__ import annotations
 
