@@ -16,10 +16,11 @@ BOOK    ?= $(if $(filter cpu,$(PROFILE)),book,artifacts/book-$(PROFILE))
 
 .PHONY: book study test clean-book chromium
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 study: $(VENV)/.installed

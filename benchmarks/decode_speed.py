@@ -20,20 +20,18 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
-from headlib.batching import source_tensor  # noqa: E402
-from headlib.bpe import PAD_ID, cached_bpe  # noqa: E402
-from headlib.config import get_config  # noqa: E402
-from headlib.data import load_split, main_test_set  # noqa: E402
-from headlib.decode import greedy, length_batches, score, translate  # noqa: E402
-from headlib.files import write_json  # noqa: E402  (atomic: temp file + os.replace)
-from headlib.model import Transformer  # noqa: E402
-from headlib.train import load_model  # noqa: E402
+from headlib.batching import source_tensor
+from headlib.bpe import PAD_ID, cached_bpe
+from headlib.config import get_config
+from headlib.data import load_split, main_test_set
+from headlib.decode import greedy, length_batches, score, translate
+from headlib.files import write_json  # atomic: temp file + os.replace
+from headlib.model import Transformer
+from headlib.train import load_model
 
 
 class FullRecompute:

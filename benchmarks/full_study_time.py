@@ -21,14 +21,14 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from headlib.files import write_json  # noqa: E402
+from headlib.files import write_json
+from headlib.settings import settings
+
+REPO = settings().root
 
 LOG = "full_study_time.log"
 PHASES = (("install", "make .venv/.installed"),
@@ -38,7 +38,7 @@ PHASES = (("install", "make .venv/.installed"),
 
 def run_phases(clone: Path, pairs: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "HEADLIB_ARTIFACTS"}
-    env["HEADLIB_DATA"] = str(Path(os.environ.get("HEADLIB_DATA", REPO.parent / "shared" / "data")).resolve())
+    env["HEADLIB_DATA"] = str(settings().data)
     with open(clone / LOG, "w") as log:
         for name, command in PHASES:
             t0 = time.time()

@@ -22,22 +22,20 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from unittest.mock import patch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+import torch
+from torch.utils.flop_counter import FlopCounterMode
 
-from headlib.batching import pad  # noqa: E402
-from headlib.data import analysis_sentences  # noqa: E402
-from headlib.files import write_json  # noqa: E402
-from headlib import lrp  # noqa: E402
-from headlib.bpe import PAD_ID  # noqa: E402
-from headlib.lrp import (NORMALIZE, _layer_normalized, capture_heads, conservative, head_relevance_batch,  # noqa: E402
+from headlib.batching import pad
+from headlib.data import analysis_sentences
+from headlib.files import write_json
+from headlib import lrp
+from headlib.bpe import PAD_ID
+from headlib.lrp import (NORMALIZE, _layer_normalized, capture_heads, conservative, head_relevance_batch,
                          teacher_forcing_batches, top1_start)
-from headlib.train import load_model, machine, token_loss  # noqa: E402
+from headlib.train import load_model, machine, token_loss
 
 
 def batched_steps(model, src, tgt_in, tgt_out):

@@ -11,20 +11,17 @@ has (set OMP_NUM_THREADS). The sweep estimate is points x (steps per point x sec
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
-from headlib.config import get_config  # noqa: E402
-from headlib.files import write_json  # noqa: E402
-from headlib.model import KINDS  # noqa: E402
-from headlib.prune import PruneConfig, prune  # noqa: E402
-from headlib.sweep import evaluate_masked  # noqa: E402
-from headlib.train import prepare_data, trained_model  # noqa: E402
+from headlib.config import get_config
+from headlib.files import write_json
+from headlib.model import KINDS
+from headlib.prune import PruneConfig, prune
+from headlib.sweep import evaluate_masked
+from headlib.train import prepare_data, trained_model
 
 SWEEP = {"enc-self": 13, "all": 8}   # lambdas in notebooks 06 and 07
 

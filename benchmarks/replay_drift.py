@@ -16,20 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pandas as pd  # noqa: E402
-from scipy.stats import spearmanr  # noqa: E402
+import pandas as pd
+from scipy.stats import spearmanr
 
-from headlib.config import get_config  # noqa: E402
-from headlib.data import analysis_sentences  # noqa: E402
-from headlib.files import write_json  # noqa: E402
-from headlib.heads import confidence, encoder_attention, importance_table  # noqa: E402
-from headlib.lrp import head_relevance  # noqa: E402
-from headlib.results import results_dir  # noqa: E402
-from headlib.train import load_model, machine, run_dir  # noqa: E402
+from headlib.config import get_config
+from headlib.data import analysis_sentences
+from headlib.files import write_json
+from headlib.heads import confidence, encoder_attention, importance_table
+from headlib.lrp import head_relevance
+from headlib.results import results_dir
+from headlib.train import load_model, machine, run_dir
 
 
 def main(argv=None) -> int:

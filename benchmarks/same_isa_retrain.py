@@ -16,16 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from headlib.config import get_config  # noqa: E402
-from headlib.train import Trainer, machine  # noqa: E402
+from headlib.config import get_config
+from headlib.train import Trainer, machine
 
 
 def read_record(spec: str) -> dict:

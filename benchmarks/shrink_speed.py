@@ -10,22 +10,19 @@ counterpart.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
-from headlib.data import load_split, main_test_set  # noqa: E402
-from headlib.decode import translate  # noqa: E402
-from headlib.files import write_json  # noqa: E402
-from headlib.model import KINDS  # noqa: E402
-from headlib.results import results_dir  # noqa: E402
-from headlib.shrink import encode_seconds, encoder_batches, shrink, with_masks  # noqa: E402
-from headlib.sweep import points  # noqa: E402
-from headlib.train import trained_model  # noqa: E402
+from headlib.data import load_split, main_test_set
+from headlib.decode import translate
+from headlib.files import write_json
+from headlib.model import KINDS
+from headlib.results import results_dir
+from headlib.shrink import encode_seconds, encoder_batches, shrink, with_masks
+from headlib.sweep import points
+from headlib.train import trained_model
 
 
 def main(argv=None) -> int:

@@ -30,19 +30,17 @@ import sys
 import time
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from headlib.batching import collate, make_batches  # noqa: E402
-from headlib.bpe import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
-from headlib.config import get_config  # noqa: E402
-from headlib.files import write_json  # noqa: E402  (atomic: temp file + os.replace)
-from headlib.model import Transformer  # noqa: E402
-from headlib.train import autocast, machine, prepare_data, token_loss  # noqa: E402
+from headlib.batching import collate, make_batches
+from headlib.bpe import BOS_ID, EOS_ID, PAD_ID
+from headlib.config import get_config
+from headlib.files import write_json  # atomic: temp file + os.replace
+from headlib.model import Transformer
+from headlib.train import autocast, machine, prepare_data, token_loss
 
 def config_differences(cfg) -> list[str]:
     """What the benchmark does not make equal between the two models. None changes the matmul

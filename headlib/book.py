@@ -50,10 +50,8 @@ from . import __version__
 from .files import artifacts_dir, file_digest, write_json, write_text
 from .glue_refs import check_glue, glued_text, read_notebook
 from .results import OTHER_MODELS
+from .settings import settings
 
-REPO = Path(__file__).resolve().parent.parent
-NOTEBOOK_DIR = REPO / "notebooks"
-BOOK_SRC = REPO / "book"
 PARAMETERS = ("profile", "pairs", "seed")   # what every notebook's `parameters` cell declares
 
 
@@ -105,7 +103,7 @@ class BookError(RuntimeError):
 
 def default_out(profile: str) -> Path:
     """`book/` for the cpu profile (committed); `artifacts/book-<profile>/` for the others."""
-    return BOOK_SRC if profile == "cpu" else REPO / "artifacts" / f"book-{profile}"
+    return settings().book if profile == "cpu" else settings().artifacts / f"book-{profile}"
 
 
 # -- notebooks and manifests ---------------------------------------------------------------------
@@ -274,7 +272,7 @@ def _clock(seconds: float) -> str:
 
 def _rel(path: Path) -> str:
     try:
-        return path.resolve().relative_to(REPO).as_posix()
+        return path.resolve().relative_to(settings().root).as_posix()
     except ValueError:
         return str(path)
 
@@ -292,7 +290,7 @@ def execute(task: Task, source: Path, output: Path, progress: bool = True, log_o
     try:
         try:
             pm.execute_notebook(str(source), str(tmp), parameters=task.parameters, kernel_name="python3",
-                                cwd=str(REPO), progress_bar=progress, log_output=log_output)
+                                cwd=str(settings().root), progress_bar=progress, log_output=log_output)
         except PapermillExecutionError as e:
             failed = failed_path(output)
             shutil.copyfile(tmp, failed)
@@ -328,7 +326,7 @@ class TaskResult:
 def prepare_out(out: Path, profile: str, force: bool = False) -> None:
     """Copy the hand-written pages and the config into a book directory other than book/; refuse to
     mix profiles in one book directory."""
-    if out.resolve() == BOOK_SRC.resolve() and profile != "cpu" and not force:
+    if out.resolve() == settings().book.resolve() and profile != "cpu" and not force:
         raise BookError(f"book/ holds the committed outputs of the cpu profile; the {profile} profile's book "
                         f"goes to {_rel(default_out(profile))} (or another --out)")
     out.mkdir(parents=True, exist_ok=True)
@@ -337,16 +335,16 @@ def prepare_out(out: Path, profile: str, force: bool = False) -> None:
     if others and not force:
         raise BookError(f"{_rel(out)} holds outputs of profile {', '.join(sorted(others))}, not {profile}; "
                         f"use --out (default for {profile}: {_rel(default_out(profile))}) or --force")
-    if out.resolve() == BOOK_SRC.resolve():
+    if out.resolve() == settings().book.resolve():
         return
-    for item in BOOK_SRC.iterdir():
+    for item in settings().book.iterdir():
         if item.name in ("_build", "executed", "_toc.yml") or item.name.startswith("."):
             continue
         if item.is_dir():
             shutil.copytree(item, out / item.name, dirs_exist_ok=True)
         else:
             shutil.copy2(item, out / item.name)
-    shutil.copy2(REPO / "_config.yml", out / "_config.yml")
+    shutil.copy2(settings().root / "_config.yml", out / "_config.yml")
 
 
 def select(names: Iterable[str]) -> tuple[Notebook, ...]:
@@ -365,12 +363,13 @@ def planned(notebooks: Sequence[Notebook], profile: str, pairs: list[str], seeds
             for seed in (seeds[:1] if nb.across_seeds or nb.pair else seeds)]
 
 
-def changes(task: Task, out: Path, src_dir: Path = NOTEBOOK_DIR) -> list[str]:
+def changes(task: Task, out: Path, src_dir: Path | None = None) -> list[str]:
     """What differs from the inputs the task's output was executed with (its manifest): empty when
     the output is current, e.g. ["source", "artifact results/en-fr/seed1/head_profiles.json"]."""
     manifest = read_manifest(task.output(out))
     if manifest is None:
         return ["no output"]
+    src_dir = src_dir or settings().notebooks
     try:
         _, basis = task_key(task, src_dir / f"{task.nb.name}.ipynb", out)
     except BookError as e:
@@ -384,7 +383,7 @@ def changes(task: Task, out: Path, src_dir: Path = NOTEBOOK_DIR) -> list[str]:
 
 def status(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable[int] = (1,),
            out: str | Path | None = None, notebooks: Sequence[Notebook] = NOTEBOOKS,
-           src_dir: Path = NOTEBOOK_DIR) -> list[tuple[Task, list[str]]]:
+           src_dir: Path | None = None) -> list[tuple[Task, list[str]]]:
     """Each run of `run(profile, pairs, seeds)` with what would make it execute (empty: it would
     be skipped). A run after one that will execute is marked too: its upstream key will change.
     Fixed-pair notebooks a run does not name are kept by `run` whatever this says."""
@@ -440,12 +439,13 @@ def estimate(plan: Sequence[tuple[Task, list[str]]], out: Path) -> tuple[float, 
 
 def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable[int] = (1,),
         out: str | Path | None = None, force: bool = False, progress: bool = True, log_output: bool = False,
-        notebooks: Sequence[Notebook] = NOTEBOOKS, src_dir: Path = NOTEBOOK_DIR,
+        notebooks: Sequence[Notebook] = NOTEBOOKS, src_dir: Path | None = None,
         log: Callable[[str], None] | None = None, toc: Sequence[Notebook] | None = None) -> list[TaskResult]:
     """Execute every (notebook, pair, seed) whose key changed, in dependency order; write the toc
     over `toc` (default: `notebooks`; a run of a subset passes the whole book)."""
     from .config import get_config
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    src_dir = src_dir or settings().notebooks
     out = Path(out) if out else default_out(profile)
     pairs, seeds = list(pairs), [int(s) for s in seeds]
     for pair in pairs:
@@ -541,9 +541,10 @@ def write_toc(out: Path, profile: str, notebooks: Sequence[Notebook] = NOTEBOOKS
     return path
 
 
-def check_manifests(out: Path, src_dir: Path = NOTEBOOK_DIR) -> list[str]:
+def check_manifests(out: Path, src_dir: Path | None = None) -> list[str]:
     """Each executed page against its manifest and its notebook: the key is the hash of the basis
     the manifest records, and the source digest is that of `src_dir`'s notebook today."""
+    src_dir = src_dir or settings().notebooks
     problems = []
     for path in sorted((out / "executed").glob("*/seed*/*.manifest.json")):
         page = path.relative_to(out).as_posix().removesuffix(".manifest.json")
@@ -589,8 +590,9 @@ def check_models(out: Path) -> list[str]:
     return problems
 
 
-def check(out: Path, src_dir: Path = NOTEBOOK_DIR) -> list[str]:
+def check(out: Path, src_dir: Path | None = None) -> list[str]:
     """Everything that makes a book inconsistent, one line each naming the page (empty: consistent)."""
+    src_dir = src_dir or settings().notebooks
     problems = []
     for path in sorted(src_dir.glob("*.ipynb")):
         try:

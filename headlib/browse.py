@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urldefrag
 
-from .results import REPO
+from .settings import settings
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--headless"]
-SCREENSHOTS = REPO / "artifacts" / "screenshots"
 
 
 @contextmanager
@@ -92,7 +91,7 @@ class Report:
     screenshots: list[Path] = field(default_factory=list)
 
 
-def check_site(browser, base: str, html: Path, screenshots: Path | None = SCREENSHOTS, prefix: str = "") -> Report:
+def check_site(browser, base: str, html: Path, screenshots: Path | None = None, prefix: str = "") -> Report:
     """Open every page of the site served at `base` (from `html`) and report what is wrong."""
     report, links = Report(pages(html)), set()
     if screenshots:
@@ -137,8 +136,8 @@ def check_site(browser, base: str, html: Path, screenshots: Path | None = SCREEN
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m headlib.browse", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--html", default=str(REPO / "_build" / "html"), help="the built site (default: _build/html)")
-    ap.add_argument("--screenshots", default=str(SCREENSHOTS), help="where the full-page screenshots go")
+    ap.add_argument("--html", default=str(settings().root / "_build" / "html"), help="the built site (default: _build/html)")
+    ap.add_argument("--screenshots", default=str(settings().artifacts / "screenshots"), help="where the full-page screenshots go")
     ap.add_argument("--prefix", default="", help="prefix of the screenshot file names")
     args = ap.parse_args(argv)
     html = Path(args.html)

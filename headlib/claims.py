@@ -14,6 +14,7 @@ from collections.abc import Callable
 import pandas as pd
 from scipy.stats import spearmanr
 
+from .records import pair_training_table
 from .heads import RARE_MARGIN, layer_summary, rare_word_candidate
 
 HOLDS, FAILS, PARTLY, MISSING = "holds", "does not hold", "partly", "not measured"
@@ -126,7 +127,6 @@ def c6_few_heads_suffice(out):
 def seed_spread(out: Path) -> float | None:
     """Range (max - min) of the main test set's beam BLEU over the seeds trained with this
     profile and pair (the directories next to `out`); None with fewer than two seeds."""
-    from .seeds import pair_training_table       # seeds reads claims' verdicts
     if not out.name.startswith("seed"):            # not a results/<profile>/<pair>/seed<seed> directory
         return None
     beam = pair_training_table(out.parent)["BLEU (beam)"]

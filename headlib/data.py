@@ -11,10 +11,11 @@ one `DataError` that names the file and the line.
 from __future__ import annotations
 
 import gzip
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
+
+from .settings import settings
 
 PAIRS = ("en-de", "en-fr", "en-ru")
 MULTI30K_TESTS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
@@ -59,18 +60,12 @@ class Corpus:
 
 
 def data_root() -> Path:
-    """`$HEADLIB_DATA`, else `../shared/data` (relative to the repo or the working directory)."""
-    env = os.environ.get("HEADLIB_DATA")
-    candidates = [Path(env)] if env else [
-        Path(__file__).resolve().parent.parent.parent / "shared" / "data",
-        Path.cwd().parent / "shared" / "data",
-    ]
-    for c in candidates:
-        if c.is_dir():
-            return c
-    raise DataError(
-        "no data directory found: set HEADLIB_DATA to a folder holding multi30k/, enru/, ntrex/, ud/ "
-        f"(looked in {', '.join(map(str, candidates))}); see ../shared/data/README.md for the sources")
+    """`settings().data`: $HEADLIB_DATA, else ../shared/data beside the repository."""
+    root = settings().data
+    if not root.is_dir():
+        raise DataError(f"no data directory at {root}: set HEADLIB_DATA to a folder holding multi30k/, enru/, "
+                        "ntrex/, ud/; see ../shared/data/README.md for the sources")
+    return root
 
 
 def read_lines(path: str | Path) -> list[str]:

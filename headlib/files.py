@@ -14,6 +14,8 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
+from .settings import settings
+
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Call `write(tmp_path)`, then atomically move tmp_path to `path`."""
@@ -99,5 +101,5 @@ def _differing_keys(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 
 def artifacts_dir() -> Path:
-    """Root of every cache (BPE models, checkpoints, parses): $HEADLIB_ARTIFACTS or ./artifacts."""
-    return Path(os.environ.get("HEADLIB_ARTIFACTS", "artifacts")).resolve()
+    """Root of every cache (BPE models, checkpoints, parses): `settings().artifacts`."""
+    return settings().artifacts

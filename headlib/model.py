@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .bpe import PAD_ID
-from .config import ModelConfig
+from .config import ModelConfig, head_mask_rows
 
 KINDS = ("enc-self", "dec-self", "dec-enc")
 NEG_INF = float("-inf")
@@ -43,17 +43,8 @@ def mask_spec(masks: dict[str, torch.Tensor]) -> str:
 
 def parse_mask_spec(spec: str, layers: dict[str, int], n_heads: int) -> dict[str, torch.Tensor]:
     """Inverse of `mask_spec`, checked against the architecture; kinds not named stay all-on."""
-    masks = {}
-    for part in filter(None, spec.split(",")):
-        kind, _, rows = part.partition(":")
-        rows = rows.split("/")
-        if kind not in layers:
-            raise ValueError(f"model.head_mask: unknown attention kind {kind!r}; valid: {', '.join(layers)}")
-        if len(rows) != layers[kind] or any(len(r) != n_heads or set(r) - {"0", "1"} for r in rows):
-            raise ValueError(f"model.head_mask: {kind} needs {layers[kind]} layers of {n_heads} "
-                             f"0/1 digits separated by '/', got {part!r}")
-        masks[kind] = torch.tensor([[float(c) for c in r] for r in rows])
-    return masks
+    return {kind: torch.tensor([[float(c) for c in r] for r in rows])
+            for kind, rows in head_mask_rows(spec, layers, n_heads).items()}
 
 
 DROPOUT_MASKS = ("float32", "int16")

@@ -8,12 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from .files import artifacts_dir
-
-REPO = Path(__file__).resolve().parent.parent
+from .settings import settings
 
 
 def results_dir(profile: str, pair: str, seed: int) -> Path:
-    root = REPO / "results" if profile == "cpu" else artifacts_dir() / "results"
+    root = settings().results if profile == "cpu" else artifacts_dir() / "results"
     path = root / profile / pair / f"seed{seed}"
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -20,7 +20,7 @@ import pandas as pd
 
 from .data import PAIRS, load_split, main_test_set, test_sets
 from .heads import emergence_summary, heads_over_training
-from .results import REPO
+from .settings import settings
 
 # Quoted from the pre-project measurement note (../shared/reference/cpu-notes.md, "Quality per
 # minute"): Multi30k en-de, d_model 256, 6+6 layers, ~4k-token batches, bf16, 2 cores, warmup 400,
@@ -160,8 +160,10 @@ def precision_table(records: list[dict], system: str = "headlib fast (pre-LN)") 
     return pd.DataFrame(rows)
 
 
-def recipe_records(root: Path = REPO / "results" / "cpu", names: tuple[str, ...] = RECIPE_RUNS) -> list[dict]:
-    """The run records `names` (by default `RECIPE_RUNS`), in that order."""
+def recipe_records(root: Path | None = None, names: tuple[str, ...] = RECIPE_RUNS) -> list[dict]:
+    """The run records `names` (by default `RECIPE_RUNS`) under `root` (the cpu profile's results),
+    in that order."""
+    root = root or settings().results / "cpu"
     return [json.loads((root / name).read_text()) for name in names]
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from headlib import book
+from headlib.settings import settings
 
 
 @dataclass
@@ -32,12 +33,12 @@ def smoke_book(tmp_path_factory) -> SmokeBook:
     strictly. Never touches book/ or the repository's artifacts/."""
     if "smoke" not in _CACHE:
         out = tmp_path_factory.mktemp("book-smoke")
-        before = _stamps(book.BOOK_SRC)
+        before = _stamps(settings().book)
         t0 = time.time()
         results = book.run("smoke", ["en-de"], [1], out, progress=False, log=lambda msg: print(msg, flush=True))
         t1 = time.time()
         build = book.build(out)
-        after = _stamps(book.BOOK_SRC)
+        after = _stamps(settings().book)
         changed = sorted(str(p) for p in before.keys() | after.keys() if before.get(p) != after.get(p))
         _CACHE["smoke"] = SmokeBook(out, results, build, t1 - t0, time.time() - t1, changed)
         print(f"smoke book: runner {t1 - t0:.0f} s, build {time.time() - t1:.0f} s")

@@ -6,16 +6,12 @@ fast and deterministic on a small, shared machine.
 """
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -73,8 +69,8 @@ def trained_tiny():
 
 def run_cli(*args, check=True, stdin=None, timeout=600):
     """`python -m headlib ARGS` in a subprocess with the test environment."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "headlib", *args], cwd=ROOT, env=env, input=stdin,
+    from headlib.settings import settings
+    proc = subprocess.run([sys.executable, "-m", "headlib", *args], cwd=settings().root, input=stdin,
                           capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"headlib {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")

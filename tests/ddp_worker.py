@@ -11,10 +11,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from headlib.config import get_config  # noqa: E402
-from headlib.train import Trainer  # noqa: E402
+from headlib.config import get_config
+from headlib.train import Trainer
 
 
 def main():

@@ -12,6 +12,7 @@ import pytest
 from book_helpers import build_log, smoke_book
 from headlib import book, glue_refs
 from headlib.config import get_config
+from headlib.settings import settings
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def test_smoke_book_builds_strictly(smoke):
 
 def test_smoke_book_stays_out_of_book_dir(smoke):
     assert smoke.book_src_changed == []                     # book/ (the committed cpu book) untouched
-    assert book.default_out("smoke") != book.BOOK_SRC and book.default_out("cpu") == book.BOOK_SRC
+    assert book.default_out("smoke") != settings().book and book.default_out("cpu") == settings().book
     toc = (smoke.out / "_toc.yml").read_text()
     assert "executed/en-de/seed1/03_data_and_models" in toc and "smoke profile" in toc
     manifest = json.loads(book.manifest_path(smoke.results[0].output).read_text())
@@ -40,7 +41,7 @@ def test_smoke_book_stays_out_of_book_dir(smoke):
     with pytest.raises(book.BookError, match="holds outputs of profile smoke"):
         book.prepare_out(smoke.out, "cpu")
     with pytest.raises(book.BookError, match="committed outputs of the cpu profile"):
-        book.prepare_out(book.BOOK_SRC, "smoke")
+        book.prepare_out(settings().book, "smoke")
 
 
 def test_every_glue_reference_is_defined(smoke):
@@ -59,7 +60,7 @@ def _copy(smoke, tmp_path):
     """A hand-built book: a copy of the consistent smoke book (and of the notebooks) to break."""
     copy, src = tmp_path / "book", tmp_path / "notebooks"
     shutil.copytree(smoke.out, copy, ignore=shutil.ignore_patterns("_build"))
-    shutil.copytree(book.NOTEBOOK_DIR, src)
+    shutil.copytree(settings().notebooks, src)
     return copy, src
 
 
@@ -143,7 +144,7 @@ def test_glue_check_catches_undefined_keys(smoke, tmp_path):
 
 
 def test_source_notebooks_have_a_parameters_cell_first():
-    notebooks = sorted(book.NOTEBOOK_DIR.glob("*.ipynb"))
+    notebooks = sorted(settings().notebooks.glob("*.ipynb"))
     assert {nb.name for nb in book.NOTEBOOKS} <= {p.stem for p in notebooks}
     for path in notebooks:
         book.check_parameters(path)
@@ -437,7 +438,7 @@ def test_make_book_checks_the_book_before_it_builds_it():
     import subprocess
     def planned(*args):
         return subprocess.run(["make", "-n", "book", *args], capture_output=True, text=True, check=True,
-                              cwd=book.REPO).stdout.splitlines()
+                              cwd=settings().root).stdout.splitlines()
     lines = planned()
     run, check, build = (next(i for i, line in enumerate(lines) if what in line)
                          for what in ("headlib.book run", "headlib.book check", "jupyter-book build"))

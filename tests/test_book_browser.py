@@ -9,6 +9,7 @@ import pytest
 
 from book_helpers import build_log, smoke_book
 from headlib import browse
+from headlib.settings import settings
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def browser():
 
 def test_every_page_renders_cleanly(site, browser):
     base, html = site
-    report = browse.check_site(browser, base, html, prefix="smoke-")
+    report = browse.check_site(browser, base, html, settings().artifacts / "screenshots", prefix="smoke-")
     assert {"intro.html", "reproduce.html", "executed/en-de/seed1/03_data_and_models.html"} <= set(report.pages)
     assert report.images > 0, "the smoke book should show at least one figure"
     assert report.links > len(report.pages) / 2

@@ -24,8 +24,7 @@ def _torchrun_cmd():
 
 
 def _launch(out: Path):
-    env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo",
-               PYTHONPATH=str(HERE.parent))
+    env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo")
     cmd = [*_torchrun_cmd(), "--nproc_per_node=2", "--standalone", str(HERE / "ddp_worker.py"), str(out),
            *COMMON, "train.accum=1"]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from headlib.results import results_dir
-from headlib.seeds import sorted_within_layers, structure_agreement, training_table, verdicts
+from headlib.records import training_table
+from headlib.seeds import sorted_within_layers, structure_agreement, verdicts
 
 
 def head_table(values):

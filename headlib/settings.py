@@ -1,0 +1,59 @@
+"""Where things are: the one settings object for every path the package reads or writes.
+
+    root       the repository: $HEADLIB_ROOT, else the nearest directory at or above the working
+               directory whose pyproject.toml names headlib
+    data       the corpora (read only): $HEADLIB_DATA, else <root>/../shared/data
+    artifacts  every cache (BPE models, checkpoints, parses): $HEADLIB_ARTIFACTS, else <root>/artifacts
+    results    the committed result tables: <root>/results
+    notebooks  the study's notebook sources: <root>/notebooks
+    book       the cpu profile's book (hand-written pages, executed notebooks): <root>/book
+
+Read afresh on each call, so that an environment variable set later (the tests set
+HEADLIB_ARTIFACTS) takes effect.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class SettingsError(RuntimeError):
+    """No repository root could be found."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: Path
+    data: Path
+    artifacts: Path
+    results: Path
+    notebooks: Path
+    book: Path
+
+
+def find_root(start: Path | None = None) -> Path:
+    """$HEADLIB_ROOT, else the nearest directory at or above `start` (the working directory) with a
+    pyproject.toml that names headlib."""
+    if os.environ.get("HEADLIB_ROOT"):
+        return Path(os.environ["HEADLIB_ROOT"]).resolve()
+    start = (start or Path.cwd()).resolve()
+    for d in (start, *start.parents):
+        project = d / "pyproject.toml"
+        if project.is_file() and 'name = "headlib"' in project.read_text(encoding="utf-8"):
+            return d
+    raise SettingsError(f"no headlib repository at or above {start}: run from the repository, "
+                        "or set HEADLIB_ROOT to it")
+
+
+def settings() -> Settings:
+    root = find_root()
+    env = os.environ.get
+    return Settings(
+        root=root,
+        data=Path(env("HEADLIB_DATA") or root.parent / "shared" / "data").resolve(),
+        artifacts=Path(env("HEADLIB_ARTIFACTS") or root / "artifacts").resolve(),
+        results=root / "results",
+        notebooks=root / "notebooks",
+        book=root / "book",
+    )
