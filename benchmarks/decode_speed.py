@@ -10,7 +10,7 @@ gets, and `--limit` (default 100 for a random model) keeps the run short.
     PYTHONPATH=. python benchmarks/decode_speed.py --checkpoint artifacts/runs/<run>/final.pt \
         --json artifacts/bench/decode_speed.json
 
-Everything runs in fp32 (as `headlib.decode.translate` does), in one process, after a warm-up.
+Everything runs in fp32 (as `headlib.nn.decode.translate` does), in one process, after a warm-up.
 """
 from __future__ import annotations
 
@@ -21,21 +21,20 @@ import statistics
 import sys
 import time
 
-
 import torch
 
-from headlib.batching import source_tensor
-from headlib.bpe import PAD_ID, cached_bpe
 from headlib.config import get_config
-from headlib.data import load_split, main_test_set
-from headlib.decode import greedy, length_batches, score, translate
+from headlib.data.batching import source_tensor
+from headlib.data.bpe import PAD_ID, cached_bpe
+from headlib.data.corpora import load_split, main_test_set
 from headlib.files import write_json  # atomic: temp file + os.replace
-from headlib.model import Transformer
-from headlib.train import load_model
+from headlib.nn.decode import greedy, length_batches, score, translate
+from headlib.nn.model import Transformer
+from headlib.train.trainer import load_model
 
 
 class FullRecompute:
-    """Stands in for the model inside `headlib.decode.greedy`: `decode_step` re-runs the whole
+    """Stands in for the model inside `headlib.nn.decode.greedy`: `decode_step` re-runs the whole
     (teacher-forced) decoder, `model.decode`, over the prefix so far instead of using the
     key/value cache. Everything else (stopping rule, banned tokens, output format) is greedy's
     own code, so the two runs differ only in cache vs. recomputation."""
@@ -58,7 +57,7 @@ class FullRecompute:
 
 
 def greedy_full(model, src: torch.Tensor) -> list[list[int]]:
-    """`headlib.decode.greedy` without the key/value cache."""
+    """`headlib.nn.decode.greedy` without the key/value cache."""
     return greedy(FullRecompute(model), src)
 
 
@@ -112,7 +111,7 @@ def main(argv=None) -> int:
     else:
         cfg = get_config(args.profile, pair=args.pair)
         train = load_split(cfg.data.pair, "train").head(cfg.data.train_limit)
-        bpe = cached_bpe(train.src, train.tgt, cfg.data.bpe_vocab)  # as headlib.train.prepare_data
+        bpe = cached_bpe(train.src, train.tgt, cfg.data.bpe_vocab)  # as headlib.train.trainer.prepare_data
         torch.manual_seed(args.seed)
         model = Transformer(cfg.model, bpe.vocab_size).eval()
         pair, profile = cfg.data.pair, cfg.profile

@@ -24,7 +24,6 @@ import subprocess
 import time
 from pathlib import Path
 
-
 from headlib.files import write_json
 from headlib.settings import settings
 

@@ -5,10 +5,10 @@
 All run over the same held-out sentences, teacher-forced on the model's own greedy translations
 (decoded once beforehand, not timed), in fp32, in one process, in batches of similar translation
 length as `head_relevance` makes them (per-step LRP also in batches of similar source length, as
-before `headlib.lrp.teacher_forcing_batches`). Prints seconds and the ratios of both
+before `headlib.analysis.lrp.teacher_forcing_batches`). Prints seconds and the ratios of both
 normalizations (per step, the paper's; per sentence, one backward per batch) and the rank
 correlation of the two head rankings; and the per-step time with the top-1 logits taken from the
-full (B, T, V) logits, as before `headlib.lrp.top1_start` (the same relevances, checked); and the
+full (B, T, V) logits, as before `headlib.analysis.lrp.top1_start` (the same relevances, checked); and the
 per-step relevance with the batch's T backward passes done as one vectorised backward
 (`torch.autograd.grad(..., is_grads_batched=True)`, `batched_steps` below; the same relevances,
 checked), the obvious way to cut the per-step cost.
@@ -24,18 +24,17 @@ import sys
 import time
 from unittest.mock import patch
 
-
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from headlib.batching import pad
-from headlib.data import analysis_sentences
+from headlib.analysis import lrp
+from headlib.analysis.lrp import (NORMALIZE, _layer_normalized, capture_heads, conservative, head_relevance_batch,
+                                  teacher_forcing_batches, top1_start)
+from headlib.data.batching import pad
+from headlib.data.bpe import PAD_ID
+from headlib.data.corpora import analysis_sentences
 from headlib.files import write_json
-from headlib import lrp
-from headlib.bpe import PAD_ID
-from headlib.lrp import (NORMALIZE, _layer_normalized, capture_heads, conservative, head_relevance_batch,
-                         teacher_forcing_batches, top1_start)
-from headlib.train import load_model, machine, token_loss
+from headlib.train.trainer import load_model, machine, token_loss
 
 
 def batched_steps(model, src, tgt_in, tgt_out):

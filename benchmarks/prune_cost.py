@@ -13,15 +13,14 @@ from __future__ import annotations
 import argparse
 import time
 
-
 import torch
 
 from headlib.config import get_config
 from headlib.files import write_json
-from headlib.model import KINDS
-from headlib.prune import PruneConfig, prune
-from headlib.sweep import evaluate_masked
-from headlib.train import prepare_data, trained_model
+from headlib.nn.model import KINDS
+from headlib.pruning.prune import PruneConfig, prune
+from headlib.pruning.sweep import evaluate_masked
+from headlib.train.trainer import prepare_data, trained_model
 
 SWEEP = {"enc-self": 13, "all": 8}   # lambdas in notebooks 06 and 07
 

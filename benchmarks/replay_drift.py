@@ -17,17 +17,16 @@ import argparse
 import json
 import sys
 
-
 import pandas as pd
 from scipy.stats import spearmanr
 
+from headlib.analysis.heads import confidence, encoder_attention, importance_table
+from headlib.analysis.lrp import head_relevance
 from headlib.config import get_config
-from headlib.data import analysis_sentences
+from headlib.data.corpora import analysis_sentences
 from headlib.files import write_json
-from headlib.heads import confidence, encoder_attention, importance_table
-from headlib.lrp import head_relevance
-from headlib.results import results_dir
-from headlib.train import load_model, machine, run_dir
+from headlib.settings import results_dir
+from headlib.train.trainer import load_model, machine, run_dir
 
 
 def main(argv=None) -> int:

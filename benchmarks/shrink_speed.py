@@ -1,5 +1,5 @@
 """Does removing heads make translation faster? Encoder forward and full beam decoding of the main
-test set with the unpruned model and with physically shrunk models (`headlib.shrink`) of several
+test set with the unpruned model and with physically shrunk models (`headlib.pruning.shrink`) of several
 pruned configurations from the committed sweep, in one process, as ratios to the unpruned model.
 
     python benchmarks/shrink_speed.py [--profile cpu --pair en-de] [--json OUT]
@@ -12,17 +12,16 @@ from __future__ import annotations
 import argparse
 import time
 
-
 import torch
 
-from headlib.data import load_split, main_test_set
-from headlib.decode import translate
+from headlib.data.corpora import load_split, main_test_set
 from headlib.files import write_json
-from headlib.model import KINDS
-from headlib.results import results_dir
-from headlib.shrink import encode_seconds, encoder_batches, shrink, with_masks
-from headlib.sweep import points
-from headlib.train import trained_model
+from headlib.nn.decode import translate
+from headlib.nn.model import KINDS
+from headlib.pruning.shrink import encode_seconds, encoder_batches, shrink, with_masks
+from headlib.pruning.sweep import points
+from headlib.settings import results_dir
+from headlib.train.trainer import trained_model
 
 
 def main(argv=None) -> int:

@@ -6,8 +6,8 @@ dropout on embeddings and residuals, none on attention weights or inside the FFN
 Multi30k training batches, the same autocast dtype, the same optimizer step (Adam(0.9, 0.98,
 1e-9), gradient clipping at 1.0) and the same loss (label-smoothed cross-entropy, summed over the
 non-pad target tokens, divided by their count; the output projection applied to non-pad positions
-only, as `headlib.train.token_loss` does). headlib runs as the committed runs were trained and with
-its fast kernels (fused loss, `headlib.loss`; int16 dropout masks); Marian with eager attention and
+only, as `headlib.train.trainer.token_loss` does). headlib runs as the committed runs were trained and with
+its fast kernels (fused loss, `headlib.nn.loss`; int16 dropout masks); Marian with eager attention and
 with SDPA.
 
 Each system is warmed up over every sampled batch (oneDNN builds kernels per shape), then
@@ -31,16 +31,16 @@ import time
 from dataclasses import replace
 from functools import partial
 
-
 import torch
 import torch.nn.functional as F
 
-from headlib.batching import collate, make_batches
-from headlib.bpe import BOS_ID, EOS_ID, PAD_ID
 from headlib.config import get_config
+from headlib.data.batching import collate, make_batches
+from headlib.data.bpe import BOS_ID, EOS_ID, PAD_ID
 from headlib.files import write_json  # atomic: temp file + os.replace
-from headlib.model import Transformer
-from headlib.train import autocast, machine, prepare_data, token_loss
+from headlib.nn.model import Transformer
+from headlib.train.trainer import autocast, machine, prepare_data, token_loss
+
 
 def config_differences(cfg) -> list[str]:
     """What the benchmark does not make equal between the two models. None changes the matmul
@@ -59,7 +59,7 @@ def config_differences(cfg) -> list[str]:
         "four elements per 64-bit draw); Marian uses F.dropout",
         "loss: headlib computes the logits of the non-pad positions, then F.cross_entropy, as Marian here "
         "(headlib fast: the output projection fused with the cross-entropy chunk by chunk of rows, "
-        "headlib.loss; the same function)",
+        "headlib.nn.loss; the same function)",
         "projections: headlib concatenates the q/k/v weights (k/v for cross-attention) and runs one matmul; "
         "Marian runs three separate Linear layers",
         "attention: headlib is explicit softmax(QK^T / sqrt(d_head) + bias) V; Marian eager is explicit too "
@@ -105,7 +105,7 @@ def build_marian(cfg, vocab_size: int, impl: str):
 
 
 def marian_loss(model, src, tgt_in, tgt_out, label_smoothing: float):
-    """Same computation as headlib.train.token_loss, for MarianMTModel."""
+    """Same computation as headlib.train.trainer.token_loss, for MarianMTModel."""
     out = model.model(input_ids=src, attention_mask=src.ne(PAD_ID), decoder_input_ids=tgt_in,
                       decoder_attention_mask=tgt_in.ne(PAD_ID), use_cache=False)
     keep = tgt_out.ne(PAD_ID)

@@ -1,16 +1,18 @@
-"""Command line: python -m headlib train|translate|evaluate --profile cpu --pair en-de [--set k=v]
+"""Command line: python -m headlib train|translate|evaluate|grids --profile cpu --pair en-de [--set k=v]
 
     train      train (or resume) and evaluate; prints the results JSON path and test BLEU
     translate  sentences on stdin (or --input FILE) -> one translation a line on stdout
     evaluate   --checkpoint PATH --src FILE --ref FILE -> BLEU, chrF and signatures as JSON
+    grids      the profile's experiment grids (headlib.config.Grids) as JSON, for scripts
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
-from .config import PROFILES, get_config
+from headlib.config import PROFILES, get_config, grids
 
 
 def _config(args):
@@ -18,12 +20,12 @@ def _config(args):
 
 
 def _checkpoint(args):
-    from .train import run_dir
+    from headlib.train.trainer import run_dir
     return args.checkpoint or str(run_dir(_config(args)) / "final.pt")
 
 
 def cmd_train(args) -> int:
-    from .train import run_dir, train
+    from headlib.train.trainer import run_dir, train
     cfg = _config(args)
     results = train(cfg, progress=not args.quiet)
     if results:
@@ -33,8 +35,8 @@ def cmd_train(args) -> int:
 
 
 def cmd_translate(args) -> int:
-    from .decode import translate
-    from .train import load_model
+    from headlib.nn.decode import translate
+    from headlib.train.trainer import load_model
     model, bpe, ckpt = load_model(_checkpoint(args))
     lines = open(args.input, encoding="utf-8").read().splitlines() if args.input else sys.stdin.read().splitlines()
     beam = args.beam if args.beam is not None else ckpt["config"]["train"]["beam"]
@@ -44,9 +46,9 @@ def cmd_translate(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from .data import read_parallel
-    from .decode import score, translate
-    from .train import load_model
+    from headlib.data.corpora import read_parallel
+    from headlib.nn.decode import score, translate
+    from headlib.train.trainer import load_model
     model, bpe, ckpt = load_model(_checkpoint(args))
     corpus = read_parallel(args.src, args.ref)
     beam = args.beam if args.beam is not None else ckpt["config"]["train"]["beam"]
@@ -55,10 +57,31 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_grids(args) -> int:
+    grid = dataclasses.asdict(grids(args.profile))
+    if not args.key:
+        print(json.dumps(grid, indent=2))
+        return 0
+    if args.key not in grid:
+        raise ValueError(f"grids: unknown key {args.key!r}; valid keys: {', '.join(grid)}")
+    value = grid[args.key]
+    if not isinstance(value, tuple):
+        print(value)
+        return 0
+    size = args.groups or len(value)   # for shell scripts: comma-joined values, space-separated groups
+    print(" ".join(",".join(map(str, value[i:i + size])) for i in range(0, len(value), size)))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m headlib", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+    grid = sub.add_parser("grids")
+    grid.set_defaults(fn=cmd_grids)
+    grid.add_argument("--profile", default="cpu", choices=list(PROFILES))
+    grid.add_argument("--key", help="print one grid, comma-joined (e.g. lambdas_encoder)")
+    grid.add_argument("--groups", type=int, help="with --key: groups of this many values, space-separated")
     for name, fn in (("train", cmd_train), ("translate", cmd_translate), ("evaluate", cmd_evaluate)):
         p = sub.add_parser(name)
         p.set_defaults(fn=fn)

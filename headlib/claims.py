@@ -7,15 +7,15 @@ pruned) is "not measured".
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 
 import pandas as pd
 from scipy.stats import spearmanr
 
-from .records import pair_training_table
-from .heads import RARE_MARGIN, layer_summary, rare_word_candidate
+from headlib.analysis.heads import RARE_MARGIN, layer_summary, rare_word_candidate
+from headlib.train.records import pair_training_table
 
 HOLDS, FAILS, PARTLY, MISSING = "holds", "does not hold", "partly", "not measured"
 VERDICT_STYLE = {HOLDS: "background-color: #d9f2d9", PARTLY: "background-color: #fff2cc",
@@ -154,7 +154,7 @@ def c7_pruned_beats_scratch(out):
 
 
 def c8_pruning_order(out):
-    from .sweep import encoder_first_cross_last, pruning_order
+    from headlib.pruning.sweep import encoder_first_cross_last, pruning_order
     table = _csv(out, "pruning_all_attention.csv")
     order = pruning_order(table)
     holds = encoder_first_cross_last(order)
@@ -211,8 +211,9 @@ def scale_note(out: Path) -> str:
     """Two sentences on the scale of the model behind `out` (its training_results.json) against the
     paper's Transformer-base (`ModelConfig()`), and on how well it translates, for reading the verdicts."""
     import json
-    from .config import ModelConfig
-    from .data import load_split, main_test_set
+
+    from headlib.config import ModelConfig
+    from headlib.data.corpora import load_split, main_test_set
     run = json.loads((Path(out) / "training_results.json").read_text())
     d_model, paper = run["config"]["model"]["d_model"], ModelConfig().d_model
     pair = run["pair"]
@@ -236,7 +237,7 @@ VERDICT_WORDS = {HOLDS: ("holds", "hold"), PARTLY: ("holds in part", "hold in pa
 
 def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS, runs: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per claim for the results dir of one (profile, pair, seed). With `runs` (the trained
-    run each executed page read, `headlib.book.page_runs`), a column `model` names the run(s) behind
+    run each executed page read, `headlib.book.runner.page_runs`), a column `model` names the run(s) behind
     each claim's tables."""
     rows = []
     for c in claims:

@@ -16,7 +16,7 @@ import json
 import typing
 from dataclasses import dataclass, field, fields, replace
 
-from .data import ENRU_DOMAINS, PAIRS, DataError, local_pair_dir
+from headlib.data.corpora import ENRU_DOMAINS, PAIRS, DataError, local_pair_dir
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class TrainConfig:
     beam: int = 4                 # beam size for test BLEU
     len_alpha: float = 1.0        # length normalisation: score / len**alpha
     tune_len_alpha: tuple[float, ...] = (0.6, 1.0, 1.4)  # alphas tried on dev after training
-    fused_loss: bool = True       # output projection + cross-entropy fused, chunk by chunk (headlib.loss): the
+    fused_loss: bool = True       # output projection + cross-entropy fused, chunk by chunk (headlib.nn.loss): the
                                   # same function as the reference, faster on CPU
     head_stats_sentences: int = 500  # encoder-head statistics at each dev evaluation, on the first N dev
                                      # sentences (Sec. 5, heads over training; 0 = off)
@@ -146,6 +146,52 @@ PROFILES: dict[str, Config] = {
                           eval_every=2000, bf16=True),
     ),
 }
+
+
+@dataclass(frozen=True)
+class Grids:
+    """A profile's experiment grids: what the Sec. 6 pages sweep. Not part of a run's config (nor
+    of its digest): a grid says which points a page computes, each point is keyed by its own
+    values. The GPU scripts read them too (`python -m headlib.config grids --profile cpu`)."""
+    # Sec. 6's lambda grids, chosen on dev before the points (the paper publishes none): the
+    # encoder's self-attention with the decoder frozen (Sec. 6.2), and all three kinds (Sec. 6.3).
+    lambdas_encoder: tuple[float, ...] = (0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.007, 0.01, 0.02, 0.05,
+                                          0.1, 0.2, 0.5)
+    lambdas_all: tuple[float, ...] = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
+    # Heads of the pruned points trained from scratch with their masks (Table 2's "from scratch").
+    scratch_heads_encoder: tuple[int, ...] = (12, 3)
+    scratch_heads_all: tuple[int, ...] = (60, 26)
+    finetune_steps: int = 500       # one independent fine-tuning (the path spends a fifth per lambda)
+    path_share: int = 5             # protocol v2, item 3: the path costs a fifth of independent fine-tunings
+    validation_points: int = 3      # independent fine-tunings that check the path (item 3: at least 3)
+    # Beyond the paper (Michel et al., DSP, Budhraja et al.): encoder heads kept by the fine-tuned
+    # methods (the head counts the Sec. 6.2 sweep produced), those where DSP also runs with the
+    # gates' logit rate, random masks per head count, and the step of the ablation curve (48 .. 0).
+    method_heads: tuple[int, ...] = (3, 10, 12, 17, 24, 40)
+    dsp_lr_heads: tuple[int, ...] = (3, 12, 24)
+    random_masks: int = 3
+    ablation_step: int = 6
+
+    def lambdas(self, setting: str) -> tuple[float, ...]:
+        return {"encoder": self.lambdas_encoder, "all": self.lambdas_all}[setting]
+
+    def scratch_heads(self, setting: str) -> tuple[int, ...]:
+        return {"encoder": self.scratch_heads_encoder, "all": self.scratch_heads_all}[setting]
+
+
+GRIDS: dict[str, Grids] = {
+    "smoke": Grids(lambdas_encoder=(0.01, 1.0), lambdas_all=(0.5,), scratch_heads_encoder=(2,),
+                   scratch_heads_all=(12,), finetune_steps=10, method_heads=(2,), dsp_lr_heads=(2,), ablation_step=4),
+    "cpu": Grids(),
+    "base": Grids(),
+}
+
+
+def grids(profile: str) -> Grids:
+    """The experiment grids of a profile (`GRIDS`)."""
+    if profile not in GRIDS:
+        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(GRIDS)}")
+    return GRIDS[profile]
 
 
 def _valid_keys() -> list[str]:

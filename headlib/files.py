@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-from .settings import settings
+from headlib.settings import settings
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:

@@ -8,6 +8,8 @@
     notebooks  the study's notebook sources: <root>/notebooks
     book       the cpu profile's book (hand-written pages, executed notebooks): <root>/book
 
+`results_dir(profile, pair, seed)` is where one (profile, pair, seed)'s result tables go.
+
 Read afresh on each call, so that an environment variable set later (the tests set
 HEADLIB_ARTIFACTS) takes effect.
 """
@@ -57,3 +59,12 @@ def settings() -> Settings:
         notebooks=root / "notebooks",
         book=root / "book",
     )
+
+
+def results_dir(profile: str, pair: str, seed: int) -> Path:
+    """Where the result tables of (profile, pair, seed) go: the cpu profile's are committed under
+    `results/`, any other profile's under `artifacts/results/` (so test runs never touch them)."""
+    s = settings()
+    path = (s.results if profile == "cpu" else s.artifacts / "results") / profile / pair / f"seed{seed}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

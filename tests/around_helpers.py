@@ -1,7 +1,7 @@
 """A digit 'tokenizer' so that text-level functions (BLEU, patterns) run on `trained_tiny`."""
 import random
 
-from headlib.data import Corpus
+from headlib.data.corpora import Corpus
 
 
 class DigitBPE:

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from headlib import book
+from headlib.book import runner as book
 from headlib.settings import settings
 
 

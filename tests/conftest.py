@@ -38,7 +38,7 @@ def tiny_model_config(**kw):
 
 def reverse_batch(rng: random.Random, n: int, vocab: int, max_len: int = 7):
     """A batch of the toy task 'output the source reversed' (ids >= 4: no specials)."""
-    from headlib.batching import Encoded
+    from headlib.data.batching import Encoded
     src = [[rng.randrange(4, vocab) for _ in range(rng.randint(1, max_len))] for _ in range(n)]
     return Encoded(src, [s[::-1] for s in src])
 
@@ -47,9 +47,9 @@ def reverse_batch(rng: random.Random, n: int, vocab: int, max_len: int = 7):
 def trained_tiny():
     """A tiny Transformer (vocab 12) trained for a few seconds to reverse its input: its outputs
     are non-trivial and of varied lengths, so decoding tests compare real choices."""
-    from headlib.batching import collate
-    from headlib.model import Transformer
-    from headlib.train import token_loss
+    from headlib.data.batching import collate
+    from headlib.nn.model import Transformer
+    from headlib.train.trainer import token_loss
     torch.manual_seed(0)
     rng = random.Random(0)
     vocab = 12
@@ -84,7 +84,7 @@ SMOKE_CLI_SET = ("--set", "train.threads=1")
 def smoke_run(artifacts_tmp):
     """One smoke-profile run trained through the CLI: its run dir (with final.pt, results.json)."""
     from headlib.config import get_config
-    from headlib.train import run_dir
+    from headlib.train.trainer import run_dir
     run_cli("train", "--profile", "smoke", *SMOKE_CLI_SET, "--quiet")
     cfg = get_config("smoke", [SMOKE_CLI_SET[1]])
     out = run_dir(cfg)

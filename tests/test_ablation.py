@@ -1,9 +1,8 @@
 """Single-head ablation and the pattern-type rule."""
 import torch
-
-from headlib.ablation import head_types, pattern_type, single_head_ablation, teacher_forced_attention
-
 from around_helpers import DigitBPE, reverse_corpus
+
+from headlib.analysis.ablation import head_types, pattern_type, single_head_ablation, teacher_forced_attention
 
 
 def test_ablating_a_head_that_is_already_off_changes_nothing(trained_tiny):
@@ -61,7 +60,8 @@ def test_head_types_take_the_most_frequent_type_and_its_share():
 
 def test_change_by_type_averages_each_kinds_heads_of_a_type():
     import pandas as pd
-    from headlib.ablation import change_by_type
+
+    from headlib.analysis.ablation import change_by_type
     ablation = pd.DataFrame({"kind": ["enc-self", "enc-self", "enc-self", "dec-enc"],
                              "type": ["diagonal", "diagonal", "vertical", "vertical"],
                              "change": [-0.5, 0.2, 1.0, -2.0]})

@@ -1,7 +1,7 @@
 """The Around-the-paper verdicts follow their written criteria on hand-built result tables."""
 import pandas as pd
 
-from headlib.around import studies_table
+from headlib.studies.around import studies_table
 
 
 def write(out, name, rows):
@@ -65,8 +65,9 @@ def test_constant_attention_sweep_edits_each_head_each_layer_then_all(monkeypatc
     stand-in BLEU is 30 minus the number of constant heads."""
     import torch
     from conftest import tiny_model_config
-    from headlib import around
-    from headlib.model import Transformer
+
+    from headlib.nn.model import Transformer
+    from headlib.studies import around
     model = Transformer(tiny_model_config(), 12).eval()                 # 2 encoder layers x 4 heads
     edited = []
     monkeypatch.setattr(around, "constant_attention", lambda patterns, heads, counts: edited.append(set(heads)) or
@@ -86,11 +87,12 @@ def test_constant_attention_sweep_edits_each_head_each_layer_then_all(monkeypatc
 def test_sweeps_on_a_trained_model(trained_tiny):
     """Constant attention with each sentence's own pattern (one sentence per length) changes nothing;
     threshold 0 zeroes nothing and keeps BLEU, a threshold above every weight zeroes every value."""
-    from headlib.around import constant_attention_sweep, quantization_sweep, sparsity_sweep
-    from headlib.data import Corpus
-    from headlib.interventions import Counts, average_patterns
-    from headlib.train import evaluate_bleu
     from around_helpers import DigitBPE, reverse_corpus
+
+    from headlib.analysis.interventions import Counts, average_patterns
+    from headlib.data.corpora import Corpus
+    from headlib.studies.around import constant_attention_sweep, quantization_sweep, sparsity_sweep
+    from headlib.train.trainer import evaluate_bleu
     model, bpe = trained_tiny, DigitBPE()
     pool = reverse_corpus(40, seed=5)
     first = {}
@@ -112,7 +114,7 @@ def test_sweeps_on_a_trained_model(trained_tiny):
 
 
 def _profiles(relevance, own, vocab=100, d_model=32):
-    from headlib.crosslingual import PairProfiles
+    from headlib.studies.crosslingual import PairProfiles
     table = lambda r: pd.DataFrame({"layer": [1, 1, 1, 2, 2, 2], "head": [1, 2, 3] * 2, "relevance": r,
                                     "confidence": [0.5] * 6})
     return PairProfiles({"ntrex": table(relevance), "own": table(own)}, vocab, {"d_model": d_model})
@@ -123,7 +125,8 @@ def test_crosslingual_comparison_on_hand_built_profiles():
     ranking (rho 1), fr's reverses it; top shares per layer: de 0.6, 0.4; fr 0.9/2 = 0.45,
     0.75/2 = 0.375: both fall from layer 1 to 2 (rho 1)."""
     import pytest
-    from headlib.crosslingual import compare_profiles
+
+    from headlib.studies.crosslingual import compare_profiles
     de = [0.6, 0.3, 0.1, 0.25, 0.35, 0.4]
     fr = [1 - r for r in de]
     cross = compare_profiles({"de": _profiles(de, [2 * r for r in de]), "fr": _profiles(fr, de)})
@@ -139,8 +142,8 @@ def test_crosslingual_comparison_on_hand_built_profiles():
 
 
 def test_pair_profiles_reads_ntrex_and_as_many_own_test_sentences(monkeypatch):
-    from headlib import crosslingual
-    from headlib.data import load_split
+    from headlib.data.corpora import load_split
+    from headlib.studies import crosslingual
     calls = []
     monkeypatch.setattr(crosslingual, "cached_head_profiles",
                         lambda profile, pair, seed, sets: calls.append((profile, pair, seed, sets)) or pair)

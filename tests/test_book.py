@@ -8,9 +8,9 @@ import shutil
 
 import nbformat
 import pytest
-
 from book_helpers import build_log, smoke_book
-from headlib import book, glue_refs
+
+from headlib.book import glue_refs, runner as book
 from headlib.config import get_config
 from headlib.settings import settings
 
@@ -154,6 +154,21 @@ def test_source_notebooks_have_a_parameters_cell_first():
             f"{path}: source notebooks are committed without outputs"
 
 
+# The pages whose logic lives in tested headlib calls (headlib.book.pages); the others follow.
+LOGIC_FREE = ("03_data_and_models", "04_important_heads", "05_head_functions", "09_claims", "11_seeds")
+
+
+def test_pages_hold_no_logic(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1  # one\n\n# a comment\nys = [y for y in range(3)]\nfor y in ys:\n    pass"),
+                nbformat.v4.new_markdown_cell("for y in prose: not code")]
+    nbformat.write(nb, tmp_path / "loops.ipynb")
+    assert book.code_size(tmp_path / "loops.ipynb") == (4, ["ys = [y for y in range(3)]", "for y in ys:"])
+    for name in LOGIC_FREE:
+        lines, loops = book.code_size(settings().notebooks / f"{name}.ipynb")
+        assert lines <= 60 and not loops, (name, lines, loops)
+
+
 def test_parameters_check_catches_a_missing_cell(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell('profile = "smoke"\npairs = "en-de"\nseed = 1')]
@@ -240,7 +255,7 @@ def test_a_notebook_with_a_fixed_pair_runs_once_for_it(tmp_path):
 def test_a_notebook_that_fills_a_table_it_reads_is_unchanged_on_the_next_run(tmp_path):
     """The key is written after execution: a cache the notebook filled (the cross-lingual head
     profiles) does not make the next run execute it again; a change by anyone else still does."""
-    from headlib.results import results_dir
+    from headlib.settings import results_dir
     table = results_dir("smoke", "en-de", 1) / "tiny_cache.txt"
     table.unlink(missing_ok=True)
     write_tiny(tmp_path / "src", body=f"from pathlib import Path\nPath({str(table)!r}).write_text('filled')")
@@ -304,7 +319,7 @@ def test_select_keeps_the_book_order_and_names_unknown_notebooks():
 
 
 def test_tables_a_notebook_reads_enter_its_key_for_every_pair(tmp_path):
-    from headlib.results import results_dir
+    from headlib.settings import results_dir
     claims = book.select(["09_claims"])[0]
     task = book.Task(book.Notebook(claims.name, claims.caption, reads=claims.reads), "smoke", "en-de", 1)
     other = results_dir("smoke", "en-fr", 1) / "head_importance.csv"
@@ -320,8 +335,8 @@ def test_a_trained_run_enters_the_key_by_its_record_without_the_clock(tmp_path):
     """A notebook that reads a trained run is keyed by the run's record less its wall-clock fields:
     this machine's results.json, else the committed record of the same run (a fresh clone trains
     nothing to find a notebook unchanged); a replay on a slower machine keeps the key."""
-    from headlib.results import results_dir
-    from headlib.train import run_dir
+    from headlib.settings import results_dir
+    from headlib.train.trainer import run_dir
     task = book.Task(book.Notebook("tiny", "Tiny", trains=True), "smoke", "en-de", 7)
     run, entry = run_dir(task.config()), f"runs/{run_dir(task.config()).name}/results.json"
     committed = results_dir("smoke", "en-de", 7) / "training_results.json"
@@ -409,7 +424,7 @@ def test_the_estimate_sums_the_measured_times_of_what_would_execute(smoke):
     seconds, lines = book.estimate([(task, ["--force"]) for task, _ in plan], smoke.out)
     measured = [json.loads(p.read_text())["seconds"] for p in (smoke.out / "executed").rglob("*.manifest.json")]
     assert seconds == pytest.approx(sum(measured)) and len(lines) == len(plan) == len(measured)
-    from headlib.results import results_dir
+    from headlib.settings import results_dir
     record = json.loads((results_dir("smoke", "en-de", 1) / "training_results.json").read_text())   # Sec. 3's copy
     assert book.seconds_per_update(get_config("smoke")) == (pytest.approx(record["train_minutes"] * 60 / record["steps"]),
                                                             "its committed record")

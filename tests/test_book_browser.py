@@ -6,9 +6,9 @@ Needs the Debian `chromium` package (`make test` installs it as root); the test 
 from __future__ import annotations
 
 import pytest
-
 from book_helpers import build_log, smoke_book
-from headlib import browse
+
+from headlib.book import browse
 from headlib.settings import settings
 
 

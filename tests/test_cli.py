@@ -1,11 +1,11 @@
 """The command line: python -m headlib train|translate|evaluate."""
 import json
 
-from headlib.data import load_split
-from headlib.decode import score, translate
-from headlib.train import load_model
-
 from conftest import SMOKE_CLI_SET, run_cli
+
+from headlib.data.corpora import load_split
+from headlib.nn.decode import score, translate
+from headlib.train.trainer import load_model
 
 
 def test_unknown_key_exits_nonzero_listing_valid_keys():

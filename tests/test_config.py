@@ -1,4 +1,5 @@
 import dataclasses
+import json
 
 import pytest
 
@@ -90,3 +91,31 @@ def test_validate_called_directly_on_a_config():
 def test_config_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         get_config("smoke").model.d_model = 64  # type: ignore[misc]
+
+
+def test_every_profile_has_grids_and_the_sweeps_read_them():
+    from headlib.config import GRIDS, grids
+    from headlib.pruning.sweep import independent_steps, lambda_grid, scratch_head_counts
+    assert set(GRIDS) == set(PROFILES)
+    for profile in PROFILES:
+        g = grids(profile)
+        assert lambda_grid(profile, "encoder") == list(g.lambdas_encoder) == sorted(g.lambdas_encoder)
+        assert lambda_grid(profile, "all") == list(g.lambdas_all)
+        assert scratch_head_counts(profile, "all") == list(g.scratch_heads_all)
+        assert independent_steps(profile) == g.finetune_steps
+        assert g.finetune_steps // g.path_share >= 1          # the path spends at least one update per lambda
+    before = get_config("cpu").digest()
+    assert "lambdas_encoder" not in json.dumps(get_config("cpu").to_dict()) and get_config("cpu").digest() == before
+    with pytest.raises(ValueError, match="unknown profile 'gpu'"):
+        grids("gpu")
+
+
+def test_grids_on_the_command_line_for_scripts():
+    from conftest import run_cli
+    assert run_cli("grids", "--profile", "cpu", "--key", "lambdas_all", "--groups", "3").stdout.split() == \
+        ["0.0005,0.001,0.002", "0.005,0.01,0.02", "0.05,0.1"]
+    assert run_cli("grids", "--profile", "smoke", "--key", "finetune_steps").stdout.strip() == "10"
+    assert json.loads(run_cli("grids", "--profile", "smoke").stdout)["lambdas_encoder"] == [0.01, 1.0]
+    bad = run_cli("grids", "--key", "nope", check=False)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "error: grids: unknown key 'nope'; valid keys: " + ", ".join(json.loads(run_cli("grids").stdout))]

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from headlib.batching import Encoded, batch_stream, collate, epoch_order, make_batches
-from headlib.bpe import BOS_ID, EOS_ID, PAD_ID, cached_bpe, normalize
-from headlib.data import DataError, data_root, load_split, read_lines, read_parallel, read_tsv
+from headlib.data.batching import Encoded, batch_stream, collate, epoch_order, make_batches
+from headlib.data.bpe import BOS_ID, EOS_ID, PAD_ID, cached_bpe, normalize
+from headlib.data.corpora import DataError, data_root, load_split, read_lines, read_parallel, read_tsv
 from headlib.files import atomic_write, write_json, write_text
-
 
 # -- the corpora ------------------------------------------------------------------------------
 
@@ -280,8 +279,8 @@ def test_local_pair_from_translation_records_trains_end_to_end(tmp_path, monkeyp
     """Rows shaped like a Hugging Face translation dataset become a pair that the smoke profile
     trains on, with its test set found by file name."""
     from headlib.config import get_config
-    from headlib.data import test_sets, write_local_pair
-    from headlib.train import train
+    from headlib.data.corpora import test_sets, write_local_pair
+    from headlib.train.trainer import train
     en = load_split("en-de", "train").head(300)
     records = [{"translation": {"en": s, "de": t}} for s, t in zip(en.src, en.tgt)]
     records.append({"translation": {"en": "a line\nbroken in two", "de": ""}})          # skipped

@@ -4,13 +4,12 @@ import random
 
 import pytest
 import torch
-
-from headlib.batching import source_tensor
-from headlib.bpe import BOS_ID, EOS_ID, PAD_ID
-from headlib.decode import beam_search, greedy, max_length, score, translate
-from headlib.model import Transformer
-
 from conftest import reverse_batch, tiny_model_config
+
+from headlib.data.batching import source_tensor
+from headlib.data.bpe import BOS_ID, EOS_ID, PAD_ID
+from headlib.nn.decode import beam_search, greedy, max_length, score, translate
+from headlib.nn.model import Transformer
 
 NEVER = (PAD_ID, BOS_ID)   # tokens a decoder must not emit
 
@@ -163,8 +162,8 @@ def teacher_forced_score(model, src_row, hyp, max_len, alpha):
 def two_word_model():
     """Vocab of 6 (specials, two words): trained for a few steps on 'reverse the input', so that
     its outputs differ by source and greedy is sometimes not the best output."""
-    from headlib.batching import collate
-    from headlib.train import token_loss
+    from headlib.data.batching import collate
+    from headlib.train.trainer import token_loss
     torch.manual_seed(0)
     rng = random.Random(0)
     model = Transformer(tiny_model_config(), 6)

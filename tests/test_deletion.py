@@ -6,12 +6,11 @@ import random
 
 import pytest
 import torch
-
-from headlib.bpe import UNK_ID
-from headlib.deletion import compare_orderings, deletion_curve
-from headlib.lrp import own_translations, source_relevance_batch
-
 from around_helpers import DigitBPE, reverse_corpus
+
+from headlib.analysis.deletion import compare_orderings, deletion_curve
+from headlib.analysis.lrp import own_translations, source_relevance_batch
+from headlib.data.bpe import UNK_ID
 
 
 def test_random_deletion_lies_between_best_and_worst_on_an_additive_score():
@@ -73,8 +72,9 @@ def test_refined_lrp_conserves_the_logits_with_the_blocked_heads_as_a_sink():
     gradient as in plain LRP: nothing above layer 1 changes), plus what reaches the decoder's input
     is the whole of L, the summed top-1 logits. Blocking one head instead moves relevance by that
     head alone: another head gives another result."""
-    from headlib.lrp import capture_heads, conservative, top1_logits
     from test_lrp import batch, tiny_model
+
+    from headlib.analysis.lrp import capture_heads, conservative, top1_logits
     model = tiny_model(seed=5)
     src, tgt_in, tgt_out = batch()
     valid = tgt_out.ne(0)

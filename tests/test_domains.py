@@ -8,16 +8,17 @@ import random
 
 import pytest
 import torch
-
 from conftest import tiny_model_config
-from headlib import adapt
-from headlib.batching import Encoded
-from headlib import data
+
 from headlib.claims import FAILS, HOLDS, MISSING, PARTLY
-from headlib.domains import (NEWS, TATOEBA, DomainConfig, adaptation, analyse, claims_note, claims_side_by_side,
-                             claims_summary, comparison, importance_agreement, shared_sources, syntax_side_by_side)
-from headlib.model import KINDS, Transformer
-from headlib.results import results_dir
+from headlib.data import corpora as data
+from headlib.data.batching import Encoded
+from headlib.nn.model import KINDS, Transformer
+from headlib.settings import results_dir
+from headlib.studies import adapt
+from headlib.studies.domains import (NEWS, TATOEBA, DomainConfig, adaptation, analyse, claims_note, claims_side_by_side,
+                                     claims_summary, comparison, importance_agreement, shared_sources,
+                                     syntax_side_by_side)
 
 
 def test_domain_parts_of_the_pool():
@@ -131,14 +132,14 @@ def test_claims_summary_and_note_on_hand_built_verdicts():
 
 
 def test_training_size_counts_pairs_and_english_words(monkeypatch):
-    from headlib import domains
+    from headlib.studies import domains
     corpus = data.Corpus("train", ("a b c", "d  e", "f g h i"), ("x", "y", "z"))
     monkeypatch.setattr(domains, "load_split", lambda pair, split: corpus if (pair, split) == (NEWS, "train") else None)
     assert domains.training_size(NEWS) == (3, 3.0)                    # 3 + 2 + 4 words over 3 sentences
 
 
 def test_function_counts_of_a_domain_model():
-    from headlib.domains import function_counts
+    from headlib.studies.domains import function_counts
     rare = {"layer": 1, "head": 2, "rarest": 0.4, "top2": 0.7}
     d = {"positional": [{"layer": 1, "head": 1}, {"layer": 2, "head": 3}],
          "syntactic": [{"relation": r, "syntactic": s} for r, s in (("nsubj", True), ("dobj", False), ("amod", True))],
@@ -148,6 +149,6 @@ def test_function_counts_of_a_domain_model():
 
 
 def test_the_papers_en_ru_models_and_our_dev_set_name():
-    from headlib.domains import paper_models
+    from headlib.studies.domains import paper_models
     assert paper_models() == "29.6 WMT, 32.4 OpenSubtitles, with 2.5M and 6M pairs"    # Sec. 3 of the paper
     assert {o.split("-")[0] for o in data.load_split("en-ru", "dev").origin} == {data.ENRU_DEV}

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from headlib.config import ModelConfig
-from headlib.gates import HardConcreteGates
-from headlib.model import Transformer
+from headlib.nn.model import Transformer
+from headlib.pruning.gates import HardConcreteGates
 
 LOG_ALPHAS = torch.tensor([-3.0, -1.0, 0.0, 0.5, 2.0])
 

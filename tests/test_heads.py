@@ -4,8 +4,9 @@ from collections import Counter
 import pytest
 import torch
 
-from headlib.heads import (Parsed, confidence, emergence_rate, emergence_summary, heads_over_training, offset_shares, piece_to_word, positional_heads, rare_word_rates,
-                           syntactic_accuracy, syntactic_heads, word_attention)
+from headlib.analysis.heads import (Parsed, confidence, emergence_rate, emergence_summary, heads_over_training,
+                                    offset_shares, piece_to_word, positional_heads, rare_word_rates, syntactic_accuracy,
+                                    syntactic_heads, word_attention)
 
 
 def one_hot_map(targets, n):
@@ -177,9 +178,10 @@ def test_rare_word_rates():
 
 def test_encoder_attention_crops_padded_batches_back_to_each_sentence(trained_tiny):
     """Sentences batched by length (with padding) get the maps they get alone, in input order."""
-    from headlib.batching import source_tensor
-    from headlib.heads import encoder_attention
     from around_helpers import DigitBPE, reverse_corpus
+
+    from headlib.analysis.heads import encoder_attention
+    from headlib.data.batching import source_tensor
     bpe, sentences = DigitBPE(), list(reverse_corpus(7, seed=5).src)
     ids = bpe.encode_batch(sentences)
     assert len({len(i) for i in ids}) >= 3
@@ -213,7 +215,7 @@ CONLLU = [
 
 
 def test_gold_trees_are_read_with_0_based_words_and_paper_relation_names(tmp_path):
-    from headlib.heads import normalize_relation, parse_conllu
+    from headlib.analysis.heads import normalize_relation, parse_conllu
     path = tmp_path / "tiny.conllu"
     path.write_text("\n".join(CONLLU) + "\n", encoding="utf-8")
     dogs, cats = parse_conllu(path)
@@ -225,7 +227,8 @@ def test_gold_trees_are_read_with_0_based_words_and_paper_relation_names(tmp_pat
 
 def test_importance_ranks_and_head_function_labels_on_hand_built_tables():
     import pandas as pd
-    from headlib.heads import head_functions, importance_table
+
+    from headlib.analysis.heads import head_functions, importance_table
     table = importance_table(torch.tensor([[0.1, 0.5, 0.5, 0.2]]), torch.tensor([[0.9, 0.1, 0.2, 0.3]]))
     assert table["rank_in_layer"].tolist() == [4, 1, 1, 3]                    # ties share the best rank
     assert table[["layer", "head"]].values.tolist() == [[1, 1], [1, 2], [1, 3], [1, 4]]
@@ -243,7 +246,7 @@ def test_importance_ranks_and_head_function_labels_on_hand_built_tables():
 
 
 def test_short_functions_for_heatmap_cells():
-    from headlib.heads import short_functions
+    from headlib.analysis.heads import short_functions
     assert short_functions("pos-1, rare") == "p-1 r"
     assert short_functions("nsubj v->s, amod n->a, pos+2") == "s p+2"
     assert short_functions("") == "" and short_functions(float("nan")) == ""
@@ -277,7 +280,8 @@ def test_syntactic_heads_absolute_and_relative_margins_on_a_hand_built_table():
 
 def test_head_functions_label_a_head_exactly_10_points_over_its_baseline():
     import pandas as pd
-    from headlib.heads import head_functions
+
+    from headlib.analysis.heads import head_functions
     positional = pd.DataFrame({"layer": [1], "head": [1], "offset": [-1], "positional": [False]})
     syntactic = pd.DataFrame({"relation": "dobj", "direction": "v->o", "layer": [1, 1], "head": [2, 3],
                               "accuracy": [0.60, 0.59]})
@@ -288,7 +292,7 @@ def test_head_functions_label_a_head_exactly_10_points_over_its_baseline():
 
 
 def test_parser_agreement_counts_labelled_arcs_by_word_spans():
-    from headlib.heads import parser_agreement
+    from headlib.analysis.heads import parser_agreement
     text = "Oh, dogs chase small cats"
     # gold words: "Oh," dogs chase small cats; the parser splits "Oh" "," so its word indices differ
     gold = Parsed(text, ((0, 3), (4, 8), (9, 14), (15, 20), (21, 25)),
@@ -313,7 +317,8 @@ def test_parser_agreement_counts_labelled_arcs_by_word_spans():
 
 def test_layer_summary_takes_the_most_supporting_head_and_its_share_of_absolute_relevance():
     import pandas as pd
-    from headlib.heads import layer_summary
+
+    from headlib.analysis.heads import layer_summary
     table = pd.DataFrame({"layer": [1, 1, 1, 2, 2, 2], "head": [1, 2, 3, 1, 2, 3],
                           "relevance": [0.2, -0.6, 0.2, 0.5, 0.3, 0.2], "confidence": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]})
     s = layer_summary(table)

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from headlib.headview import head_view_html
+from headlib.analysis.headview import head_view_html
 
 
 def test_embedded_data_round_trip_and_script_safe_tokens():

@@ -2,10 +2,10 @@
 give the same logits, token for token, and the same greedy translation."""
 import pytest
 import torch
-import transformers     # pinned in requirements.txt: a missing one fails here rather than skipping the test
+import transformers  # pinned in requirements.txt: a missing one fails here rather than skipping the test
 
-from headlib.decode import greedy
-from headlib.hub import MarianIds, from_marian
+from headlib.nn.decode import greedy
+from headlib.nn.hub import MarianIds, from_marian
 
 
 def marian(vocab_size=60):
@@ -52,7 +52,7 @@ def test_imported_model_computes_marian_logits():
 
 
 def test_unsupported_marian_variants_are_named():
-    from headlib.hub import marian_config
+    from headlib.nn.hub import marian_config
     config = transformers.MarianConfig(vocab_size=60, d_model=32, scale_embedding=False, activation_function="gelu")
     with pytest.raises(ValueError, match="unscaled embeddings.*activation 'gelu'"):
         marian_config(config)
@@ -71,6 +71,7 @@ SENTENCES = ["a small dog runs on the grass .", "two men play music in the stree
 def marian_tokenizer(tmp_path):
     """A MarianTokenizer over tiny SentencePiece models trained here (no download)."""
     import json
+
     import sentencepiece as spm
     spm.SentencePieceTrainer.train(sentence_iterator=iter(SENTENCES * 20), model_prefix=str(tmp_path / "sp"),
                                    vocab_size=40, character_coverage=1.0, minloglevel=2)
@@ -87,8 +88,8 @@ def marian_tokenizer(tmp_path):
 
 
 def test_tokenizer_adapter_round_trips_and_translates_like_marian(tmp_path, monkeypatch):
-    from headlib.decode import translate
-    from headlib.hub import MarianTokenizerAdapter
+    from headlib.nn.decode import translate
+    from headlib.nn.hub import MarianTokenizerAdapter
     tok, vocab = marian_tokenizer(tmp_path)
     theirs = marian(len(vocab))
     ours, ids = from_marian(theirs, unk_id=vocab["<unk>"])
@@ -105,5 +106,5 @@ def test_tokenizer_adapter_round_trips_and_translates_like_marian(tmp_path, monk
         out = theirs.generate(**batch, max_new_tokens=8, num_beams=1, do_sample=False,
                               bad_words_ids=[[vocab["<pad>"]]], forced_eos_token_id=None)
     expected = tok.batch_decode(out, skip_special_tokens=True)
-    monkeypatch.setattr("headlib.decode.max_length", lambda src, model: 8)     # generate's max_new_tokens
+    monkeypatch.setattr("headlib.nn.decode.max_length", lambda src, model: 8)     # generate's max_new_tokens
     assert translate(ours, adapter, SENTENCES) == expected

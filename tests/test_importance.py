@@ -1,13 +1,12 @@
 """Gradient head importance (Michel et al. 2019) against finite differences; the iterative
 test-time pruning schedule."""
 import torch
-
-from headlib.batching import Encoded, collate
-from headlib.importance import gradient_importance, michel_schedule, prune_by_scores
-from headlib.model import Transformer
-from headlib.train import token_loss
-
 from conftest import tiny_model_config
+
+from headlib.analysis.importance import gradient_importance, michel_schedule, prune_by_scores
+from headlib.data.batching import Encoded, collate
+from headlib.nn.model import Transformer
+from headlib.train.trainer import token_loss
 
 
 def setup():
@@ -78,7 +77,7 @@ def test_the_schedule_rescores_the_pruned_model_after_each_step():
 
 
 def test_keep_top_and_random_masks():
-    from headlib.importance import keep_top, random_mask
+    from headlib.analysis.importance import keep_top, random_mask
     scores = torch.tensor([[0.1, 0.9, 0.5], [0.9, 0.2, 0.0]])
     assert keep_top(scores, 3).tolist() == [[0, 1, 1], [1, 0, 0]]        # tie 0.9/0.9: both kept
     assert keep_top(scores, 1).tolist() == [[0, 1, 0], [0, 0, 0]]        # tie: the earlier head
@@ -89,9 +88,9 @@ def test_keep_top_and_random_masks():
 
 
 def test_bleu_without_retraining_scores_each_mask_and_restores_the_model(smoke_run):
-    from headlib.data import load_split
-    from headlib.importance import bleu_without_retraining
-    from headlib.train import evaluate_bleu, load_model
+    from headlib.analysis.importance import bleu_without_retraining
+    from headlib.data.corpora import load_split
+    from headlib.train.trainer import evaluate_bleu, load_model
     _, out = smoke_run
     model, bpe, _ = load_model(out / "final.pt")
     corpus = load_split("en-de", "dev").head(20)

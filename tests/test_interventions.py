@@ -2,11 +2,11 @@
 zero, constant attention with a sentence's own pattern reproduces the sentence's output."""
 import pytest
 import torch
-
-from headlib.batching import source_tensor
-from headlib.interventions import Counts, average_patterns, constant_attention, edit_attention, log_quantize, threshold
-
 from around_helpers import DigitBPE, reverse_corpus
+
+from headlib.analysis.interventions import (Counts, average_patterns, constant_attention, edit_attention, log_quantize,
+                                            threshold)
+from headlib.data.batching import source_tensor
 
 
 def weights():
@@ -53,7 +53,7 @@ def test_constant_attention_with_a_sentences_own_pattern_reproduces_it(trained_t
 
 def test_average_patterns_average_per_length(trained_tiny):
     """Two sentences of one length average to the mean of their maps; another length keys its own."""
-    from headlib.heads import encoder_attention
+    from headlib.analysis.heads import encoder_attention
     model, bpe = trained_tiny, DigitBPE()
     pool = list(reverse_corpus(60, seed=3).src)
     a = pool[0]

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from headlib.loss import linear_cross_entropy, reference_cross_entropy
+from headlib.nn.loss import linear_cross_entropy, reference_cross_entropy
 
 
 def inputs(dtype=torch.float64, N=23, D=6, V=11, seed=0):
@@ -69,9 +69,10 @@ def test_fused_token_loss_on_the_tied_embedding_model():
     import random
 
     from conftest import reverse_batch, tiny_model_config
-    from headlib.batching import collate
-    from headlib.model import Transformer
-    from headlib.train import token_loss
+
+    from headlib.data.batching import collate
+    from headlib.nn.model import Transformer
+    from headlib.train.trainer import token_loss
 
     torch.manual_seed(0)
     model = Transformer(tiny_model_config(), 30).eval()     # dropout 0: both passes see the same function

@@ -8,8 +8,8 @@ import torch
 
 from headlib.config import get_config
 from headlib.files import artifacts_dir, write_json
-from headlib.lottery import LotteryConfig, comparison, point_name, run
-from headlib.train import run_dir
+from headlib.pruning.lottery import LotteryConfig, comparison, point_name, run
+from headlib.train.trainer import run_dir
 
 FRACTIONS = dict(prune_fraction=0.5, rewind_fraction=0.2)  # smoke: 30 updates -> prune at 15, rewind to 6
 
@@ -42,7 +42,7 @@ def test_ticket_keeps_the_most_confident_heads_and_is_read_back(monkeypatch, tmp
     assert torch.equal(final["head_mask_enc_self"], mask)
     assert set(row["speed"]["encode_seconds"]) >= {"unpruned", "lottery"}
     # read back while the baseline is the same model: nothing retrains
-    monkeypatch.setattr("headlib.lottery.finalize", lambda *a: pytest.fail("recomputed a cached point"))
+    monkeypatch.setattr("headlib.pruning.lottery.finalize", lambda *a: pytest.fail("recomputed a cached point"))
     assert run("smoke", "en-de", 1, cfg)["mask"] == row["mask"]
     path = artifacts_dir() / "results/smoke/en-de/seed1/lottery" / point_name(cfg, 30)
     assert json.loads(path.read_text())["model"] == row["model"]
@@ -80,7 +80,8 @@ def test_ticket_summary_reads_the_masks_and_the_comparison():
     """Masks parsed with the model's shapes (2 layers x 3 heads); the paragraph's numbers worked out
     by hand: 20.00 - 21.00 = -1.00, shared heads 1.1 only, the ticket in 2 layers, Hard Concrete in 1."""
     import pandas as pd
-    from headlib.lottery import ticket_summary
+
+    from headlib.pruning.lottery import ticket_summary
     row = {"mask": "enc-self:100/011", "total_updates": 1234, "ticket_minutes": 12.4, "device": "cpu"}
     hc = {"mask": "enc-self:110/000,dec-self:111/111"}
     table = pd.DataFrame([("unpruned", 6, 30, 21.0, 1.0), ("lottery ticket", 3, 39, 20.0, 1.25),

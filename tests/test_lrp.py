@@ -5,9 +5,9 @@ import pytest
 import torch
 from torch import nn
 
+from headlib.analysis.lrp import capture_heads, conservative, head_relevance_batch, paper_rule, top1_logits
 from headlib.config import ModelConfig
-from headlib.lrp import capture_heads, conservative, head_relevance_batch, paper_rule, top1_logits
-from headlib.model import Transformer
+from headlib.nn.model import Transformer
 
 CFG = ModelConfig(d_model=16, n_heads=4, d_ff=32, enc_layers=2, dec_layers=2, dropout=0.0, norm="pre")
 POST_LN = replace(CFG, norm="post")     # the paper's (and the base profile's) LayerNorm position
@@ -138,7 +138,7 @@ def _record_constants(model, src, tgt_in):
         if isinstance(m, nn.LayerNorm):
             hooks.append(m.register_forward_hook(
                 lambda mod, i, o: rec["ln"].append((i[0].var(-1, unbiased=False, keepdim=True) + mod.eps).sqrt())))
-    import headlib.model as hm
+    import headlib.nn.model as hm
     orig = hm.attention
 
     def recording(q, k, v, bias, *a, **kw):
@@ -163,7 +163,7 @@ class _frozen_constants:
         self.model, self.rec = model, rec
 
     def __enter__(self):
-        import headlib.model as hm
+        import headlib.nn.model as hm
         self.orig = hm.attention
         attn, ln = iter(self.rec["attn"]), iter(self.rec["ln"])
 
@@ -176,7 +176,7 @@ class _frozen_constants:
             for m in self.model.modules() if isinstance(m, nn.LayerNorm)]
 
     def __exit__(self, *exc):
-        import headlib.model as hm
+        import headlib.nn.model as hm
         hm.attention = self.orig
         for h in self.hooks:
             h.remove()
@@ -278,9 +278,10 @@ def test_sentence_normalization_equals_summing_steps_before_normalizing():
 def test_corpus_relevance_is_the_mean_over_every_step_of_every_sentence(trained_tiny):
     """`head_relevance` (sorted by length, batched, own translations) = the per-sentence sums,
     each computed alone, divided by the total number of steps (len(translation) + 1 each)."""
-    from headlib.batching import source_tensor
-    from headlib.lrp import head_relevance, own_translations
     from around_helpers import DigitBPE, reverse_corpus
+
+    from headlib.analysis.lrp import head_relevance, own_translations
+    from headlib.data.batching import source_tensor
     bpe, sentences = DigitBPE(), list(reverse_corpus(5).src)
     mean, steps = head_relevance(trained_tiny, bpe, sentences, batch_size=2)
     total, expected_steps = 0.0, 0
@@ -297,7 +298,7 @@ def test_corpus_relevance_is_the_mean_over_every_step_of_every_sentence(trained_
 def test_top1_start_is_the_top1_logit_with_its_gradient():
     """The dot-product start equals gathering the top-1 logit from the full logits, in value and
     in the gradient that reaches every encoder head."""
-    from headlib.lrp import top1_start
+    from headlib.analysis.lrp import top1_start
     model = tiny_model(seed=4, zero_bias=False)
     src, tgt_in, _ = batch()
     with torch.enable_grad(), conservative(model):

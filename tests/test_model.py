@@ -5,13 +5,12 @@ import math
 
 import pytest
 import torch
-
-from headlib.bpe import PAD_ID
-from headlib.model import KINDS, MultiHeadAttention, Transformer, dropout
-from headlib.config import ModelConfig, get_config
-from headlib.train import autocast
-
 from conftest import tiny_model_config
+
+from headlib.config import ModelConfig, get_config
+from headlib.data.bpe import PAD_ID
+from headlib.nn.model import KINDS, MultiHeadAttention, Transformer, dropout
+from headlib.train.trainer import autocast
 
 VOCAB = 40
 
@@ -308,7 +307,7 @@ def test_dropout_masks_reach_every_dropout_and_float32_is_the_plain_draw():
 def test_sinusoid_table_interleaves_sin_and_cos_and_extends_past_its_length():
     """Vaswani et al. (2017) Sec. 3.5, written out: PE(pos, 2i) = sin(pos / 10000^(2i/d)),
     PE(pos, 2i+1) = cos(...). Positions past the model's table are computed on the fly, equal."""
-    from headlib.model import sinusoid_table
+    from headlib.nn.model import sinusoid_table
     d = 8
     expected = torch.tensor([[math.sin(p / 10000 ** (2 * (j // 2) / d)) if j % 2 == 0 else
                               math.cos(p / 10000 ** (2 * (j // 2) / d)) for j in range(d)] for p in range(5)])

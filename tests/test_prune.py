@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from headlib.config import get_config
-from headlib.gates import HardConcreteGates
-from headlib.model import Transformer
-from headlib.prune import PruneConfig, Pruning, prune, prune_path
-from headlib.train import prepare_data
+from headlib.nn.model import Transformer
+from headlib.pruning.gates import HardConcreteGates
+from headlib.pruning.prune import PruneConfig, Pruning, prune, prune_path
+from headlib.train.trainer import prepare_data
 
 
 @pytest.fixture(scope="module")

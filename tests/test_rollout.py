@@ -1,10 +1,9 @@
 """Attention rollout: identity attention rolls out to the identity; rows stay distributions."""
 import pytest
 import torch
-
-from headlib.rollout import rollout, source_attributions
-
 from around_helpers import DigitBPE, reverse_corpus
+
+from headlib.analysis.rollout import rollout, source_attributions
 
 
 def test_rollout_of_identity_attention_is_the_identity():
@@ -22,7 +21,8 @@ def test_rollout_is_the_product_of_residual_mixed_layers():
 
 def test_source_attributions_are_rank_correlations(trained_tiny):
     from scipy.stats import spearmanr
-    from headlib.lrp import own_translations, source_relevance_batch
+
+    from headlib.analysis.lrp import own_translations, source_relevance_batch
     sentences = list(reverse_corpus(6).src)                      # 3-6 tokens each: every one has a row
     table = source_attributions(trained_tiny, DigitBPE(), sentences)
     assert table["tokens"].tolist() == [len(s.split()) for s in sentences]
@@ -43,7 +43,7 @@ def test_source_attributions_are_rank_correlations(trained_tiny):
 def test_source_attributions_on_hand_built_attention_and_relevance(monkeypatch):
     """2 layers, 2 heads, 4 source tokens + EOS, a 2-token translation; the model's parts replaced
     by hand-built tensors and the three rank correlations worked out by hand."""
-    from headlib import rollout as module
+    from headlib.analysis import rollout as module
 
     class WordBPE:
         def encode_batch(self, texts):
@@ -105,7 +105,8 @@ def test_source_attributions_on_hand_built_attention_and_relevance(monkeypatch):
 
 def test_layer_profile_and_agreement_on_a_hand_built_table():
     import pandas as pd
-    from headlib.crosslingual import agreement, layer_profile
+
+    from headlib.studies.crosslingual import agreement, layer_profile
     table = pd.DataFrame({"layer": [1, 1, 1, 1, 2, 2, 2, 2], "head": [1, 2, 3, 4] * 2,
                           "relevance": [0.7, 0.1, 0.1, 0.1, 0.25, 0.25, 0.25, 0.25], "confidence": [0.5] * 8})
     prof = layer_profile(table)
@@ -124,7 +125,8 @@ def test_head_profiles_are_cached_by_the_run_record_and_the_sentences(trained_ti
     import dataclasses
 
     import pandas as pd
-    from headlib import crosslingual
+
+    from headlib.studies import crosslingual
 
     class Vocab(DigitBPE):
         vocab_size = 12

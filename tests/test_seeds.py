@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headlib.results import results_dir
-from headlib.records import training_table
-from headlib.seeds import sorted_within_layers, structure_agreement, verdicts
+from headlib.settings import results_dir
+from headlib.studies.seeds import sorted_within_layers, structure_agreement, verdicts
+from headlib.train.records import training_table
 
 
 def head_table(values):
@@ -64,7 +64,7 @@ def test_the_null_separates_layer_structure_from_sorting():
 
 
 def test_bleu_spread_text_gives_the_spread_and_says_when_budgets_differ():
-    from headlib.seeds import bleu_spread_text
+    from headlib.studies.seeds import bleu_spread_text
     one = pd.DataFrame({"seed": [1], "updates": [30], "BLEU (beam)": [31.0]})
     assert "Only one seed" in bleu_spread_text(one)
     three = pd.DataFrame({"seed": [1, 2, 3], "updates": [30, 30, 28], "BLEU (beam)": [31.0, 30.0, 32.0]})

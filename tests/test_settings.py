@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from headlib import files
-from headlib.data import DataError, data_root
+from headlib.data.corpora import DataError, data_root
 from headlib.settings import SettingsError, find_root, settings
 
 

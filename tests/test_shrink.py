@@ -1,11 +1,10 @@
 """Physical head removal computes what the masked model computes, with fewer parameters."""
 import torch
-
-from headlib.decode import beam_search, greedy
-from headlib.model import Transformer
-from headlib.shrink import shrink
-
 from conftest import tiny_model_config
+
+from headlib.nn.decode import beam_search, greedy
+from headlib.nn.model import Transformer
+from headlib.pruning.shrink import shrink
 
 
 def masked_model():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
-from headlib.decode import paired_bootstrap
+from headlib.nn.decode import paired_bootstrap
 
 WORDS = "a man in a blue shirt is riding a bike down the street while two dogs run beside him".split()
 

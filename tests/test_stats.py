@@ -2,8 +2,8 @@
 runs that chose the cpu profile's recipe."""
 import pytest
 
-from headlib.stats import (NORM_RUNS, PRECISION_RUNS, RECIPE_RUNS, WIDE_ALPHA_RUN, norm_choice, norm_trial, precision_table,
-                           recipe_choice, recipe_records, recipe_table, wide_alpha_choice)
+from headlib.book.pages.sec3 import (NORM_RUNS, PRECISION_RUNS, RECIPE_RUNS, WIDE_ALPHA_RUN, norm_choice, norm_trial,
+                               precision_table, recipe_choice, recipe_records, recipe_table, wide_alpha_choice)
 
 
 def _record(schedule=None, bf16=True, machine=None, bleu=30.0):

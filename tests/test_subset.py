@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from headlib.subset import SubsetGates, soft_top_k, subset_overlap
+from headlib.pruning.subset import SubsetGates, soft_top_k, subset_overlap
 
 
 def test_soft_top_k_at_a_middle_temperature_is_the_written_out_relaxation():

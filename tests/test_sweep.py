@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from headlib.config import get_config
-from headlib.model import Transformer, mask_spec, parse_mask_spec
-from headlib.sweep import (canonical_spec, enrichment, method_gaps, nearest, prune_point, pruning_order,
-                           scratch_config, survival)
+from headlib.nn.model import Transformer, mask_spec, parse_mask_spec
+from headlib.pruning.sweep import (canonical_spec, enrichment, method_gaps, nearest, prune_point, pruning_order,
+                                   scratch_config, survival)
 
 LAYERS = {"enc-self": 2, "dec-self": 2, "dec-enc": 2}
 
@@ -50,7 +50,7 @@ def test_config_mask_equals_setting_the_mask_by_hand():
 def test_from_scratch_training_never_updates_masked_heads(tmp_path):
     """A head fixed to 0 gets no gradient: its query/key/value rows and its W^O columns keep
     their initial values bitwise, while the open heads train."""
-    from headlib.train import Trainer
+    from headlib.train.trainer import Trainer
     cfg = get_config("smoke", ["model.head_mask=enc-self:1011/0001", "train.max_steps=4", "train.eval_every=100"])
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
@@ -77,8 +77,8 @@ def _row(lam, enc, dec_self=None, kinds=("enc-self",)):
 
 
 def test_prune_point_is_read_back_unless_it_came_from_another_model(tmp_path, monkeypatch):
-    from headlib import sweep
-    from headlib.prune import PruneConfig
+    from headlib.pruning import sweep
+    from headlib.pruning.prune import PruneConfig
     torch.manual_seed(0)
     model = Transformer(get_config("smoke").model, 50)
     cfg = PruneConfig(lam=0.3, steps=5)
@@ -99,8 +99,8 @@ def test_prune_point_is_read_back_unless_it_came_from_another_model(tmp_path, mo
 
 
 def test_a_cached_point_with_other_settings_under_its_name_is_an_error(tmp_path):
-    from headlib import sweep
-    from headlib.prune import PruneConfig
+    from headlib.pruning import sweep
+    from headlib.pruning.prune import PruneConfig
     model = Transformer(get_config("smoke").model, 50)
     cfg = PruneConfig(method="dsp", k=2, steps=5)
     stored = _row(0.01, [[1, 0], [0, 1]]) | {"model": model.fingerprint(),
@@ -138,7 +138,7 @@ def test_enrichment_finds_retained_heads_that_are_the_specialized_and_relevant_o
 
 
 def test_encoder_first_cross_last_needs_a_real_order():
-    from headlib.sweep import encoder_first_cross_last
+    from headlib.pruning.sweep import encoder_first_cross_last
     inf = float("inf")
     assert encoder_first_cross_last([("enc-self", 0.01), ("dec-self", 0.1), ("dec-enc", inf)])
     assert not encoder_first_cross_last([("enc-self", inf), ("dec-self", inf), ("dec-enc", inf)])   # nothing pruned
@@ -159,7 +159,8 @@ def test_method_gaps_compare_the_random_mean_with_the_best_method_per_k():
 
 def test_the_choice_of_heads_matters_only_beyond_every_random_draw_and_the_seed_spread():
     import pandas as pd
-    from headlib.sweep import choice_of_heads_verdict
+
+    from headlib.pruning.sweep import choice_of_heads_verdict
     rows = [(3, "LRP", 35.0), (3, "random", 34.0), (3, "random", 34.2), (3, "random", 33.0),
             (10, "LRP", 34.8), (10, "random", 34.9), (10, "random", 33.5), (10, "random", 33.6),
             (12, "LRP", 35.0), (12, "random", 34.8), (12, "random", 34.7), (3, "from scratch", 40.0)]
@@ -171,7 +172,7 @@ def test_the_choice_of_heads_matters_only_beyond_every_random_draw_and_the_seed_
 
 
 def test_mean_open_layer_weights_layers_by_open_heads_over_partly_pruned_points():
-    from headlib.sweep import mean_open_layer
+    from headlib.pruning.sweep import mean_open_layer
     rows = [{"retained": {"dec-enc": 8}, "per_layer": {"dec-enc": [4, 4]}},       # nothing closed: left out
             {"retained": {"dec-enc": 4}, "per_layer": {"dec-enc": [1, 3]}},       # layers 1, 2, 2, 2
             {"retained": {"dec-enc": 2}, "per_layer": {"dec-enc": [0, 2]}},       # layers 2, 2
@@ -188,7 +189,7 @@ def test_pruned_points_meet_the_from_scratch_run_of_their_mask():
     """All-kinds points match a run trained with their mask however it was written (an encoder-only
     spec for a point that closed only encoder heads); a point with no run gets NaN; several points
     with one mask all meet its run (the all-attention table, one row per point)."""
-    from headlib.sweep import pruned_vs_scratch
+    from headlib.pruning.sweep import pruned_vs_scratch
     on = "dec-self:11/11,dec-enc:11/11"
     rows = [_point(0.01, f"enc-self:11/11,{on}", 30.0),                     # nothing closed: no run
             _point(0.1, f"enc-self:10/01,{on}", 29.0),
@@ -209,7 +210,7 @@ def test_pruned_points_meet_the_from_scratch_run_of_their_mask():
 def test_scratch_table_puts_each_run_beside_the_first_point_with_its_mask():
     """The encoder page: one row per run in the runs' order, the first point (in the sweep's order)
     with its mask; a run no point has the mask of is an error."""
-    from headlib.sweep import scratch_table
+    from headlib.pruning.sweep import scratch_table
     on = "dec-self:11/11,dec-enc:11/11"
     rows = [_point(0.01, f"enc-self:11/10,{on}", 30.0), _point(0.1, f"enc-self:10/00,{on}", 29.0),
             _point(0.2, f"enc-self:10/00,{on}", 28.0)]
@@ -227,7 +228,7 @@ def test_method_comparison_picks_each_methods_point_per_head_count():
     asked for (fine-tuned through the callback, random draws named "random"), and the from-scratch
     runs with k encoder heads and every decoder head; the table shows means, and mean ± std for the
     random draws."""
-    from headlib.sweep import method_comparison, method_table
+    from headlib.pruning.sweep import method_comparison, method_table
     measures = pd.DataFrame({"layer": [1, 1, 2, 2], "head": [1, 2, 1, 2], "confidence": [0.9, 0.1, 0.2, 0.8],
                              "LRP": [0.1, 0.9, 0.8, 0.2], "gradient (Michel)": [0.5, 0.6, 0.7, 0.1]})
     bleu = {"random-s1": 20.0, "random-s2": 22.0, "confidence": 25.0, "lrp": 26.0, "michel": 27.0}
@@ -260,9 +261,10 @@ def test_method_comparison_picks_each_methods_point_per_head_count():
 
 def test_path_points_score_the_continuation_path_and_read_a_finished_one_back(tmp_path, monkeypatch):
     import os
-    from headlib import sweep
-    from headlib.prune import PruneConfig, prune
-    from headlib.train import prepare_data
+
+    from headlib.pruning import sweep
+    from headlib.pruning.prune import PruneConfig, prune
+    from headlib.train.trainer import prepare_data
     monkeypatch.setenv("HEADLIB_ARTIFACTS", os.environ.get("HEADLIB_ARTIFACTS", str(tmp_path / "artifacts")))
     cfg = get_config("smoke")
     data = prepare_data(cfg)
@@ -288,9 +290,9 @@ def test_an_interrupted_path_resumes_from_its_checkpoint_as_if_never_stopped(tmp
     """A path stopped while scoring its third lambda goes on from the checkpoint that the second
     left: the first two lambdas are not fine-tuned again, and every point equals the uninterrupted
     path's (but for the minutes it took)."""
-    from headlib import prune as prune_module, sweep
-    from headlib.prune import PruneConfig
-    from headlib.train import prepare_data
+    from headlib.pruning import prune as prune_module, sweep
+    from headlib.pruning.prune import PruneConfig
+    from headlib.train.trainer import prepare_data
     monkeypatch.setenv("HEADLIB_ARTIFACTS", str(tmp_path / "artifacts"))
     cfg = get_config("smoke")
     data = prepare_data(cfg)
@@ -327,7 +329,7 @@ def _path_row(lam, heads, hyps, steps=None, path_updates=None):
 
 
 def test_path_validation_needs_heads_within_two_and_dev_bleu_within_the_bootstrap_interval():
-    from headlib.sweep import path_validation
+    from headlib.pruning.sweep import path_validation
     refs = [f"a man rides a {c} bike down the {s} street" for c in ("red", "blue", "old") for s in ("long", "wide", "busy")] * 8
     good = [r.replace("street", "road") if i % 3 == 0 else r for i, r in enumerate(refs)]
     bad = [" ".join(r.split()[:3]) for r in refs]
@@ -344,7 +346,7 @@ def test_path_validation_needs_heads_within_two_and_dev_bleu_within_the_bootstra
 
 
 def test_the_scratch_plan_takes_the_nearest_points_masks_with_their_budgets_and_an_all_heads_control():
-    from headlib.sweep import scratch_plan
+    from headlib.pruning.sweep import scratch_plan
     def row(heads, mask, updates):
         return {"lam": heads / 100, "kinds": ["enc-self"], "retained": {"enc-self": heads}, "mask": mask,
                 "path_updates": updates}
@@ -356,25 +358,25 @@ def test_the_scratch_plan_takes_the_nearest_points_masks_with_their_budgets_and_
 
 
 def test_matched_budget_adds_the_fine_tuning_to_the_baselines_training():
-    from headlib.sweep import matched_budget
+    from headlib.pruning.sweep import matched_budget
     assert matched_budget(2800, {"prune_config": {"steps": 500}}) == 3300
     assert matched_budget(2800, {"path_updates": 300, "prune_config": {"steps": 100}}) == 3100
 
 
 def test_validation_lambdas_are_spread_inside_the_grid():
-    from headlib.sweep import validation_lambdas
+    from headlib.pruning.sweep import validation_lambdas
     grid = [0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.007, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]
     assert validation_lambdas(grid) == [0.003, 0.007, 0.05]               # grid[3], grid[6], grid[9]
     assert validation_lambdas([0.01, 1.0]) == [0.01, 1.0]
 
 
 def test_dev_choice_counts_which_setting_scores_higher_on_dev_at_each_head_count():
-    from headlib.sweep import dev_choice
+    from headlib.pruning.sweep import dev_choice
     runs = [(3, 0.02, {"dev_greedy": 10.0, "test_beam": 99.0}), (3, 0.2, {"dev_greedy": 12.0, "test_beam": 1.0}),
             (12, 0.02, {"dev_greedy": 20.0}), (12, 0.2, {"dev_greedy": 21.0}),
             (24, 0.02, {"dev_greedy": 30.0}), (24, 0.2, {"dev_greedy": 29.0})]
     assert dev_choice(runs) == {"wins": {0.02: 1, 0.2: 2}, "chosen": 0.2, "head_counts": 3}   # test BLEU plays no part
-    from headlib.sweep import dev_choice_note
+    from headlib.pruning.sweep import dev_choice_note
     assert dev_choice_note(dev_choice(runs), 0.2, "the rate").endswith("2 of 3 head counts, so dev agrees with the "
                                                                         "setting used above.")
     assert "dev would choose 0.2, not the 0.02 used above" in dev_choice_note(dev_choice(runs), 0.02, "the rate")
@@ -383,8 +385,8 @@ def test_dev_choice_counts_which_setting_scores_higher_on_dev_at_each_head_count
 
 
 def test_a_dsp_point_with_another_temperature_is_another_point():
-    from headlib.prune import DSP_TAU, PruneConfig
-    from headlib.sweep import point_name
+    from headlib.pruning.prune import DSP_TAU, PruneConfig
+    from headlib.pruning.sweep import point_name
     ours, theirs = PruneConfig(method="dsp", k=12), PruneConfig(method="dsp", k=12, tau=DSP_TAU)
     assert point_name(ours) == "enc-self-dsp-k12-lr0.2-s500.json"          # the committed points' names stay
     assert point_name(theirs) == "enc-self-dsp-k12-lr0.2-tau0.1-1e-08-s500.json"
@@ -394,10 +396,11 @@ def test_a_recorded_model_serves_cached_results_without_its_weights_and_names_th
     """A page run on a machine that never trained the model (only its committed record): cached
     points are read under the record's fingerprint; a point that is not cached needs the weights,
     and their absence is one error naming the file; weights that are another model are refused."""
-    from headlib import sweep
     from headlib.files import torch_save
-    from headlib.prune import PruneConfig
-    from headlib.train import RecordedModel, prepare_data
+    from headlib.pruning import sweep
+    from headlib.pruning.prune import PruneConfig
+    from headlib.train.records import RecordedModel
+    from headlib.train.trainer import prepare_data
     monkeypatch.setenv("HEADLIB_ARTIFACTS", str(tmp_path / "artifacts"))
     cfg = get_config("smoke")
     data = prepare_data(cfg)
@@ -428,9 +431,9 @@ def test_a_recorded_model_serves_cached_results_without_its_weights_and_names_th
 
 
 def test_the_command_line_computes_a_settings_curve_with_its_validation_then_the_scratch_runs_it_plans(smoke_run):
-    """`python -m headlib.sweep curve` then `scratches`: the units a Sec. 6 page is computed in."""
-    from headlib import sweep
-    from headlib.results import results_dir
+    """`python -m headlib.pruning.sweep curve` then `scratches`: the units a Sec. 6 page is computed in."""
+    from headlib.pruning import sweep
+    from headlib.settings import results_dir
     _, run = smoke_run
     sweep.main(["curve", "--profile", "smoke", "--setting", "encoder"])
     out = results_dir("smoke", "en-de", 1) / "pruning"

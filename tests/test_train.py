@@ -4,14 +4,13 @@ import math
 
 import pytest
 import torch
-
-from headlib.batching import collate
-from headlib.bpe import PAD_ID
-from headlib.config import get_config
-from headlib.model import Transformer
-from headlib.train import Trainer, average_weights, lr_at, token_loss, train
-
 from conftest import tiny_model_config
+
+from headlib.config import get_config
+from headlib.data.batching import collate
+from headlib.data.bpe import PAD_ID
+from headlib.nn.model import Transformer
+from headlib.train.trainer import Trainer, average_weights, lr_at, token_loss, train
 
 RESUME = ["train.max_steps=12", "train.eval_every=4", "train.save_every=2", "train.accum=2",
           "data.dev_limit=8", "train.threads=1"]
@@ -196,7 +195,7 @@ def test_average_weights(tmp_path):
 def test_final_evaluation_adds_no_near_copy_snapshot(tmp_path):
     """A run stopped one update after an evaluation: the final weights are evaluated (for best)
     but do not enter the average as a second copy of the last snapshot."""
-    from headlib.train import finalize
+    from headlib.train.trainer import finalize
     cfg = get_config("smoke", ["train.max_steps=9", "train.eval_every=4", "train.average_last=3",
                                "data.dev_limit=8", "train.threads=1"])
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
@@ -240,7 +239,7 @@ def test_linear_schedule_decays_to_zero_at_max_steps():
 def test_token_loss_equals_mean_of_per_token_losses():
     torch.manual_seed(0)
     model = Transformer(tiny_model_config(), 20).eval()
-    from headlib.batching import Encoded
+    from headlib.data.batching import Encoded
     data = Encoded([[5, 6, 7], [8, 9]], [[10, 11], [12, 13, 14, 15]])
     src, tgt_in, tgt_out = collate(data, [0, 1])
     loss, n = token_loss(model, src, tgt_in, tgt_out, 0.1)
@@ -264,7 +263,7 @@ def test_finished_run_is_read_from_cache(smoke_run, monkeypatch):
     def no_training(*a, **k):
         raise AssertionError("a finished run must not be retrained")
 
-    monkeypatch.setattr("headlib.train.Trainer", no_training)
+    monkeypatch.setattr("headlib.train.trainer.Trainer", no_training)
     assert train(cfg, progress=False) == expected
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
 
@@ -296,21 +295,22 @@ def test_a_runs_cache_key_is_its_config_and_the_results_version(monkeypatch):
     """Renaming the package version keeps a run; bumping the results version (code that changes
     numbers) or changing a field retrains it; the thread count changes speed, not results."""
     import headlib
-    from headlib.train import run_dir
+    from headlib.train.trainer import run_dir
     cfg = get_config("cpu")
     name = run_dir(cfg).name
     assert run_dir(get_config("cpu", ["train.threads=1"])).name == name
     assert run_dir(get_config("cpu", ["train.seed=2"])).name != name
     monkeypatch.setattr(headlib, "__version__", "9.9.9")
     assert run_dir(cfg).name == name
-    monkeypatch.setattr("headlib.train.RESULTS_VERSION", headlib.RESULTS_VERSION + 1)
+    monkeypatch.setattr("headlib.train.trainer.RESULTS_VERSION", headlib.RESULTS_VERSION + 1)
     assert run_dir(cfg).name != name
 
 
 def test_record_digest_ignores_the_clock_and_the_machine():
     """A record's digest (what pages are keyed by) covers what the run learned and scored, not how
     fast or where: the same run on a slower machine has the same digest."""
-    from headlib.train import machine, record_digest
+    from headlib.train.records import record_digest
+    from headlib.train.trainer import machine
     here = machine()
     assert {"torch", "device"} <= set(here)
     if here["device"] == "cpu":
@@ -332,10 +332,12 @@ def test_a_bad_checkpoint_is_one_line_naming_the_file(tmp_path, smoke_run):
     recorded their results version, resumes."""
     import re
     import shutil
+
+    from conftest import run_cli
+
     from headlib import RESULTS_VERSION
     from headlib.files import CheckpointError
-    from headlib.train import load_model
-    from conftest import run_cli
+    from headlib.train.trainer import load_model
     cfg, out = smoke_run
     at = lambda path, text: re.escape(f"{path}: {text}")
     with pytest.raises(CheckpointError, match=at(tmp_path / "none.pt", "no trained model")):

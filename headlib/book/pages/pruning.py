@@ -1,0 +1,295 @@
+"""The Sec. 6 pages: pruning the encoder (6.2, `06_pruning_encoder`) and all attention (6.3,
+`07_pruning_all_attention`). Both compute one `Sweep`: the unpruned model, the BLEU-vs-heads points
+of the setting's lambda grid, the path's check against independent fine-tunings, and the
+from-scratch runs with matched budgets; then each page tabulates and plots its own questions.
+
+Glue keys start with the page's prefix ("sec6" for the encoder, "sec63" for all attention).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from scipy.stats import spearmanr
+
+from headlib.analysis.heads import short_functions
+from headlib.book.pages import OTHER_MODELS, other_models, other_models_note
+from headlib.claims import PAPER_TOLERANCE, TOLERANCE, fewest_heads_within
+from headlib.config import get_config, grids
+from headlib.nn.model import KINDS
+from headlib.pruning.sweep import (SETTINGS, encoder_first_cross_last, enrichment, full_point, kind_mask,
+                                   mean_open_layer, pruned_vs_scratch, pruning_curve, pruning_order, scratch_plan,
+                                   scratch_point, scratch_table, survival, sweep_table, validate_curve,
+                                   validation_lambdas)
+from headlib.settings import results_dir
+from headlib.train.records import recorded_model
+from headlib.train.trainer import prepare_data
+
+PREFIX = {"encoder": "sec6", "all": "sec63"}
+
+
+@dataclass
+class Sweep:
+    setting: str              # "encoder" (Sec. 6.2) or "all" (Sec. 6.3)
+    run: dict                 # the pruned model's training record
+    out: Path                 # results/<profile>/<pair>/seed<seed>/pruning
+    steps: int                # updates of one independent fine-tuning
+    curve: str                # "path" or "independent"
+    full: dict                # the unpruned model, scored here
+    rows: list[dict]          # one point per lambda, in grid order
+    validation: dict | None   # the path against independent fine-tunings (None for independent points)
+    budgets: list[int]        # the from-scratch runs' matched budgets (updates)
+    scratch: list[dict]       # from scratch with the masks of the plan's points
+    control: dict             # from scratch with all heads, at the first run's budget
+
+
+def _numbers(text: str, kind=float) -> list | None:
+    return [kind(x) for x in text.split(",")] if text else None
+
+
+def sweep(profile: str, pair: str, seed: int, setting: str, lambdas: str = "", finetune_steps: int = 0,
+          scratch_heads: str = "", curve: str = "path", validate: str = "") -> Sweep:
+    """Every point a Sec. 6 page shows, read from results/ or computed (the model's weights are
+    loaded only for a point not cached). Empty parameters take the profile's grids
+    (`headlib.config.Grids`): comma-separated lambdas, fine-tuning updates, head counts trained
+    from scratch and the lambdas that check the path."""
+    grid = grids(profile)
+    lams = _numbers(lambdas) or list(grid.lambdas(setting))
+    steps = finetune_steps or grid.finetune_steps
+    model, run = recorded_model(profile, pair, seed)
+    data = prepare_data(get_config(profile, [f"train.seed={seed}"], pair=pair))
+    out = results_dir(profile, pair, seed) / "pruning"
+    beam, alpha = run["config"]["train"]["beam"], run["len_alpha"]
+    full = full_point(model, data, pair, alpha, beam, out)
+    rows = pruning_curve(model, data, SETTINGS[setting], lams, steps, seed, pair, alpha, beam, out, method=curve,
+                         path_share=grid.path_share)
+    checked = _numbers(validate) or validation_lambdas(lams, grid.validation_points)
+    validation = validate_curve(model, data, rows, checked, steps, seed, pair, alpha, beam, out) if curve == "path" else None
+    plan = scratch_plan(rows, _numbers(scratch_heads, int) or list(grid.scratch_heads(setting)), run["steps"], setting)
+    scratch = [scratch_point(profile, pair, seed, spec, budget, out) for spec, budget in plan[:-1]]
+    control = scratch_point(profile, pair, seed, *plan[-1], out)
+    return Sweep(setting, run, out, steps, curve, full, rows, validation, [b for _, b in plan[:-1]], scratch, control)
+
+
+def setup_values(s: Sweep) -> dict:
+    """What both pages say of their sweep: updates, devices, the curve's method, the scratch runs'
+    budgets, and the models they read besides their own (names, fingerprints: `OTHER_MODELS`)."""
+    from IPython.display import Markdown
+    p = PREFIX[s.setting]
+    models = other_models([r["results"] for r in [*s.scratch, s.control]], "trained from scratch with a fixed head mask")
+    curve = ("the continuation path: one fine-tuning whose lambda steps up the grid, "
+             f"{s.rows[0]['path_updates']} updates at each lambda, each lambda starting from the previous lambda's "
+             "gated model" if s.curve == "path" else
+             f"one independent fine-tuning of {s.steps} updates per lambda from the converged model")
+    return {f"{p}-steps": s.steps, f"{p}-budget": s.run["steps"],
+            f"{p}-devices": ", ".join(sorted({r["device"] for r in [s.full, *s.rows, *s.scratch, s.control]})),
+            f"{p}-curve": Markdown(curve), f"{p}-scratch-budgets": ", ".join(f"{b:,}" for b in s.budgets),
+            f"{p}-full-bleu": s.full["test_beam"], f"{p}-control-bleu": s.control["test_beam"],
+            OTHER_MODELS: json.dumps(models), f"{p}-other-models": Markdown(other_models_note(models))}
+
+
+def validation_values(s: Sweep) -> tuple[pd.DataFrame | None, dict]:
+    """The path's check (protocol v2, item 3): one row per checked lambda, and the updates both
+    ways, their ratio and the verdict; for independent points, none (zeros and a sentence)."""
+    from IPython.display import Markdown
+    p = PREFIX[s.setting]
+    if s.validation is None:
+        return None, {f"{p}-validation-verdict": Markdown("This page's points are independent fine-tunings."),
+                      **{f"{p}-{key}": 0 for key in ("path-updates", "independent-updates", "update-ratio", "n-validated")}}
+    checks = pd.DataFrame(s.validation["points"])
+    failed = checks[~(checks["heads_agree"] & checks["bleu_agrees"])]
+    verdict = (f"**The path agrees with the independent fine-tunings at all {len(checks)} lambdas**, so the curve "
+               "above stands for the paper's." if failed.empty else
+               f"**The path does not agree at lambda {', '.join(f'{x:g}' for x in failed['lam'])}**: there the cheap "
+               "curve is not the paper's curve, and the points of this page should be read as the path's, not as "
+               "independent fine-tunings'.")
+    return checks, {f"{p}-path-updates": s.validation["path_updates"],
+                    f"{p}-independent-updates": s.validation["independent_updates"],
+                    f"{p}-update-ratio": s.validation["update_ratio"], f"{p}-n-validated": len(checks),
+                    f"{p}-validation-verdict": Markdown(verdict)}
+
+
+# --- Sec. 6.2: the encoder ---
+
+def encoder_table(s: Sweep) -> pd.DataFrame:
+    """The encoder sweep (`sweep_table` against the unpruned model and the smallest lambda's point,
+    which closed no head), written to pruning_encoder.csv."""
+    table = sweep_table(s.rows, s.full, s.rows[0])
+    table.to_csv(s.out.parent / "pruning_encoder.csv", index=False)
+    return table
+
+
+def encoder_values(s: Sweep, table: pd.DataFrame) -> dict:
+    """The fewest heads within our and the paper's tolerance of the unpruned and of the fine-tuned
+    48-head model, and what no encoder head at all scores."""
+    tuned = s.rows[0]
+    zero = table[table["enc-self heads"] == 0]
+    values = {"sec6-n-points": len(s.rows), "sec6-n-heads": s.full["retained"]["enc-self"],
+              "sec6-tuned-heads": tuned["retained"]["enc-self"], "sec6-tuned-bleu": tuned["test_beam"],
+              "sec6-tolerance": TOLERANCE, "sec6-paper-tolerance": PAPER_TOLERANCE, "sec6-n-zero": len(zero),
+              "sec6-zero-bleu": float(zero["BLEU"].mean()) if len(zero) else float("nan"),
+              "sec6-zero-delta": float(zero["BLEU"].mean() - s.full["test_beam"]) if len(zero) else float("nan")}
+    for name, reference in (("full", s.full["test_beam"]), ("tuned", tuned["test_beam"])):
+        values[f"sec6-within-{name}"] = fewest_heads_within(table, reference, TOLERANCE)
+        values[f"sec6-within-{name}-paper"] = fewest_heads_within(table, reference, PAPER_TOLERANCE)
+    return values
+
+
+def bleu_vs_heads_figure(s: Sweep, table: pd.DataFrame):
+    """Fig. 7: BLEU against the encoder heads left, with the unpruned and fine-tuned references and
+    the from-scratch runs."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(table["enc-self heads"], table["BLEU"], "o-", label="pruned (fine-tuned with gates)")
+    ax.axhline(s.full["test_beam"], color="k", ls="--", lw=1, label="unpruned")
+    ax.axhline(s.rows[0]["test_beam"], color="grey", ls=":", lw=1, label="fine-tuned, no head closed")
+    ax.plot([r["retained"]["enc-self"] for r in s.scratch], [r["test_beam"] for r in s.scratch], "s", color="C3",
+            label="from scratch with the mask")
+    ax.plot([s.control["retained"]["enc-self"]], [s.control["test_beam"]], "D", color="C2",
+            label="from scratch, all heads")
+    ax.set(xlabel="encoder heads left", ylabel=f"BLEU ({s.full['test_set']})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def encoder_scratch(s: Sweep, spread: float | None) -> tuple[pd.DataFrame, dict]:
+    """Pruned against from scratch at the plan's points (footnote 8; pruning_encoder_scratch.csv),
+    and the verdict against the seeds' spread (`spread`: the range of test BLEU over seeds, None
+    with one seed, when any positive difference counts)."""
+    from IPython.display import Markdown
+    versus = scratch_table(s.rows, s.scratch)
+    versus.to_csv(s.out.parent / "pruning_encoder_scratch.csv", index=False)
+    beyond = int((versus["pruned - scratch"] > (spread or 0.0)).sum())
+    return versus, {
+        "sec6-seed-spread": f"{spread:.2f} BLEU (range over the trained seeds)" if spread is not None
+                            else "an amount not measured yet (one seed trained)",
+        "sec6-scratch-verdict": Markdown(
+            f"pruned ahead by more than that at {beyond} of {len(versus)} configurations "
+            f"({', '.join(f'{d:+.2f}' for d in versus['pruned - scratch'])} BLEU); the paper's footnote 8 "
+            f"({'reproduces' if beyond == len(versus) else 'does not reproduce'} here for the encoder).")}
+
+
+def head_table(importance: pd.DataFrame, functions: pd.DataFrame) -> pd.DataFrame:
+    """Each encoder head's importance (Sec. 4) with its functions (Sec. 5) and whether it has any
+    (`specialized`)."""
+    heads = importance.merge(functions, on=["layer", "head"], how="left")
+    heads["specialized"] = heads["functions"].notna() & heads["functions"].astype(str).str.len().gt(0)
+    return heads
+
+
+def survivors_figure(s: Sweep, heads: pd.DataFrame):
+    """Fig. 8: at each distinct number of open encoder heads, the open heads' relevance (closed ones
+    grey), each specialized head labelled with its functions."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    relevance = heads.pivot(index="layer", columns="head", values="relevance")
+    labels = heads.assign(label=heads["functions"].where(heads["specialized"]).map(
+        lambda f: short_functions(f) if isinstance(f, str) else "")).pivot(index="layer", columns="head", values="label")
+    panels = list({r["retained"]["enc-self"]: r for r in s.rows if r["retained"]["enc-self"] > 0}.values())
+    cols = min(4, len(panels))
+    fig, axes = plt.subplots(-(-len(panels) // cols), cols, figsize=(2.6 * cols, 2.4 * -(-len(panels) // cols)),
+                             squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    limit = float(relevance.abs().max().max())
+    for ax, r in zip(axes.flat, panels):
+        kept = kind_mask(r, "enc-self").numpy().astype(bool)
+        ax.set_facecolor("0.8")                                  # closed heads (NaN cells) show the background
+        sns.heatmap(relevance.where(kept), ax=ax, cmap="RdBu", center=0, vmin=-limit, vmax=limit, cbar=False,
+                    annot=labels.where(kept, "").values, fmt="", linewidths=0.3, linecolor="0.9",
+                    xticklabels=False, yticklabels=True)
+        ax.set(title=f"{r['retained']['enc-self']} heads", xlabel="head", ylabel="layer")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def specialization(s: Sweep, heads: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """Are the survivors the specialized, important heads? Per point, Fisher's and Mann-Whitney's
+    tests (`enrichment`, pruning_enrichment.csv); per head, the largest lambda it survives
+    (`survival`, pruning_survival.csv) and its Spearman correlation with relevance and confidence."""
+    enrich = enrichment(s.rows, heads)
+    enrich.to_csv(s.out.parent / "pruning_enrichment.csv", index=False)
+    surv = survival(s.rows).merge(heads[["layer", "head", "relevance", "confidence"]], on=["layer", "head"])
+    surv.to_csv(s.out.parent / "pruning_survival.csv", index=False)
+    rho = {m: spearmanr(surv["survives_to_lambda"], surv[m]) for m in ("relevance", "confidence")}
+    return enrich, {"sec6-survival-rho-lrp": float(rho["relevance"].statistic),
+                    "sec6-survival-p-lrp": float(rho["relevance"].pvalue),
+                    "sec6-survival-rho-conf": float(rho["confidence"].statistic),
+                    "sec6-survival-p-conf": float(rho["confidence"].pvalue),
+                    "sec6-n-specialized": int(heads["specialized"].sum())}
+
+
+# --- Sec. 6.3: all attention ---
+
+def all_table(s: Sweep) -> pd.DataFrame:
+    """The all-kinds sweep with total heads and each point against its from-scratch run (NaN where
+    none), written to pruning_all_attention.csv."""
+    table = sweep_table(s.rows, s.full)
+    table.insert(4, "total heads", table[[f"{k} heads" for k in KINDS]].sum(axis=1))
+    table[["from scratch", "pruned - scratch"]] = pruned_vs_scratch(s.rows, s.scratch)[["from scratch", "pruned - scratch"]]
+    table.to_csv(s.out.parent / "pruning_all_attention.csv", index=False)
+    return table
+
+
+def all_values(table: pd.DataFrame) -> dict:
+    """Pruned against from scratch: who wins how often and by how much, and the best scratch run."""
+    diffs = table["pruned - scratch"].dropna()
+    scratch = table.dropna(subset=["from scratch"])
+    best = scratch.loc[scratch["from scratch"].idxmax()] if len(scratch) else None
+    return {"sec63-pruned-wins": int((diffs > 0).sum()), "sec63-scratch-wins": int((diffs < 0).sum()),
+            "sec63-n-scratch": len(diffs), "sec63-differences": ", ".join(f"{d:+.2f}" for d in diffs),
+            "sec63-best-scratch-heads": int(best["total heads"]) if best is not None else 0,
+            "sec63-best-scratch-bleu": float(best["from scratch"]) if best is not None else float("nan")}
+
+
+def open_fractions(s: Sweep) -> pd.DataFrame:
+    """Per point and attention kind, the fraction of its heads left open."""
+    per_kind = s.full["retained"]["enc-self"]
+    return pd.DataFrame([{"lambda": r["lam"], "kind": k, "fraction open": r["retained"][k] / per_kind}
+                         for r in s.rows for k in KINDS])
+
+
+def by_kind_figure(fractions: pd.DataFrame):
+    """Fig. 9: the fraction of each kind's heads left open against lambda."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    sns.lineplot(data=fractions, x="lambda", y="fraction open", hue="kind", marker="o", ax=ax)
+    ax.set_xscale("log")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def by_layer_figure(s: Sweep):
+    """Fig. 10: heads left open per layer of each kind (columns) at each lambda (rows)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    per_kind, layers = s.full["retained"]["enc-self"], len(s.full["per_layer"]["enc-self"])
+    fig, axes = plt.subplots(1, len(KINDS), figsize=(12, 3.2), sharey=True)
+    for ax, k in zip(axes, KINDS):
+        grid = pd.DataFrame([r["per_layer"][k] for r in s.rows], index=[f"{r['lam']:g}" for r in s.rows],
+                            columns=range(1, layers + 1))
+        sns.heatmap(grid, annot=True, fmt="d", cmap="Greens", vmin=0, vmax=per_kind // layers, cbar=False, ax=ax)
+        ax.set(title=k, xlabel="layer", ylabel="lambda" if k == KINDS[0] else "")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def order_values(s: Sweep, table: pd.DataFrame) -> dict:
+    """Fig. 9-10's claims: the order in which the kinds lose half their heads (C8: the encoder's
+    first, the decoder-encoder's last), heads per layer, and the mean layer of the decoder's open
+    heads of each kind."""
+    per_kind, layers = s.full["retained"]["enc-self"], len(s.full["per_layer"]["enc-self"])
+    order = pruning_order(table)
+    return {"sec63-heads-per-kind": per_kind, "sec63-heads-per-layer": per_kind // layers,
+            "sec63-order": " < ".join(f"{k} (lambda {lam:g})" for k, lam in order),
+            "sec63-c8": "holds" if encoder_first_cross_last(order) else "does not hold",
+            "sec63-layer-dec-self": mean_open_layer(s.rows, "dec-self", per_kind),
+            "sec63-layer-dec-enc": mean_open_layer(s.rows, "dec-enc", per_kind)}

@@ -1,0 +1,3 @@
+"""Pruning heads (Sec. 6 and follow-ups): Hard Concrete gates (`gates`), gate fine-tuning and DSP
+(`prune`), fixed head subsets (`subset`), physically smaller models (`shrink`), the sweeps and
+continuation paths behind the pages (`sweep`), lottery tickets (`lottery`)."""

@@ -1,0 +1,220 @@
+"""Head pruning by fine-tuning with Hard Concrete gates (Voita et al. 2019, Sec. 6).
+
+Start from a converged model, add gates for the chosen attention kinds, and fine-tune with
+L = L_xent + lambda * sum_h P(g_h != 0). Encoder pruning (Sec. 6.2) trains only the encoder and
+its gates: the decoder is frozen so that functions cannot migrate into it (the joint embedding is
+shared with the decoder, so it is frozen too). All-attention pruning (Sec. 6.3) gates enc-self,
+dec-self and dec-enc and trains the whole model. After fine-tuning the gates are fixed to 0/1
+(`HardConcreteGates.hard_masks`) and BLEU is measured with the hard mask, with no further
+fine-tuning.
+
+The follow-up methods use the same loop and budget (`PruneConfig.method`): `dsp` replaces the
+gates by exactly-k subset gates (`headlib.pruning.subset`, Li et al. 2021) and `fixed` fine-tunes with a
+given 0/1 mask (random heads, Budhraja et al. 2020, or the top heads of an importance measure).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from headlib.data.batching import batch_stream
+from headlib.files import load_checkpoint, torch_save
+from headlib.nn.model import parse_mask_spec
+from headlib.pruning.gates import HardConcreteGates
+from headlib.pruning.subset import SubsetGates
+from headlib.train.trainer import Prepared, token_loss
+
+DSP_TAU = (0.1, 1e-8)   # Li et al. (2021)'s temperature endpoints (annealed over 15k updates there); the
+                        # Beyond page asks dev whether they beat PruneConfig.tau within our budget
+
+
+@dataclass(frozen=True)
+class PruneConfig:
+    kinds: tuple[str, ...] = ("enc-self",)
+    lam: float = 0.01          # lambda of the expected-L0 penalty (paper scaling: sum over heads)
+    steps: int = 500           # fine-tuning updates (the paper does not publish its step counts)
+    lr: float = 1e-4           # model parameters (constant; the model has converged)
+    gate_lr: float = 0.02      # log_alpha (our choice: gates must be able to close within `steps`)
+    max_tokens: int = 4096
+    seed: int = 1
+    bf16: bool = False         # fp32, as the cpu profile trains (bf16 autocast pays only with AMX or on GPUs)
+    label_smoothing: float = 0.1
+    method: str = "hard-concrete"   # or "dsp" (exactly k heads) or "fixed" (the mask `mask`)
+    k: int = 0                 # dsp: heads kept over the gated kinds
+    tau: tuple[float, float] = (0.1, 1e-3)   # dsp: temperature, annealed log-linearly (DSP: 0.1 -> 1e-8 over 15k steps)
+    logit_lr: float = 0.2      # dsp: the head logits (our choice: at gate_lr's 0.02 they stay within the Gumbel
+                               # noise over 500 updates, `subset.subset_overlap`; the Beyond page shows both)
+    mask: str = ""             # fixed: the head mask, as model.head_mask
+    label: str = ""            # fixed: how the mask was chosen (names the sweep point)
+    fast_kernels: bool = True  # fused loss (headlib.nn.loss) and int16 dropout masks: the same fine-tuning, other
+                               # rounding and dropout draws, faster on CPU (benchmarks/train_throughput.py; points
+                               # written before this field existed, without it in their prune_config, did not use them)
+
+
+@dataclass
+class PruneResult:
+    masks: dict[str, torch.Tensor]
+    scores: dict[str, torch.Tensor]    # log_alpha (hard-concrete), logits (dsp); empty for fixed
+    history: list[dict] = field(default_factory=list)
+    minutes: float = 0.0
+
+    def retained(self) -> dict[str, int]:
+        return {k: int(m.sum()) for k, m in self.masks.items()}
+
+
+def trainable_parameters(model, kinds) -> list[torch.nn.Parameter]:
+    """Encoder-only pruning: encoder layers and the final encoder norm; otherwise everything."""
+    if tuple(kinds) == ("enc-self",):
+        return [p for n, p in model.named_parameters() if n.startswith(("encoder.", "enc_norm."))]
+    return list(model.parameters())
+
+
+def make_gates(cfg: PruneConfig, shapes: dict[str, tuple[int, int]]):
+    if cfg.method == "hard-concrete":
+        return HardConcreteGates(shapes)
+    if cfg.method == "dsp":
+        return SubsetGates(shapes, cfg.k, cfg.tau)
+    if cfg.method == "fixed":
+        return None
+    raise ValueError(f"prune method must be hard-concrete, dsp or fixed, got {cfg.method!r}")
+
+
+class Pruning:
+    """One gated fine-tuning in progress: a copy of the model, its gates, the optimizer and the
+    batch stream. `train(steps, lam)` fine-tunes on; `snapshot()` is the model as it would be
+    pruned now (gates fixed to 0/1) without ending the fine-tuning, which may go on at another
+    lambda: the continuation path of `prune_path`."""
+
+    def __init__(self, model, data: Prepared, cfg: PruneConfig):
+        torch.manual_seed(cfg.seed)
+        self.cfg, self.step, self.history, self.seconds = cfg, 0, [], 0.0
+        self.model = model = copy.deepcopy(model).train()
+        if cfg.fast_kernels:
+            model.set_dropout_masks("int16")
+        shapes = {k: tuple(model.head_mask(k).shape) for k in cfg.kinds}
+        self.device = dev = next(model.parameters()).device
+        gates = make_gates(cfg, shapes)
+        if gates is None:
+            fixed = parse_mask_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
+            for k in cfg.kinds:
+                if k not in fixed:
+                    raise ValueError(f"prune: the fixed mask must name every pruned kind; {k} missing in {cfg.mask!r}")
+                model.set_head_mask(k, fixed[k].to(dev) * model.head_mask(k))
+        else:
+            gates = gates.to(dev)
+        self.gates = gates
+        params = trainable_parameters(model, cfg.kinds)
+        train_ids = {id(p) for p in params}
+        for p in model.parameters():
+            p.requires_grad_(id(p) in train_ids)
+        groups = [{"params": params, "lr": cfg.lr}]
+        if gates is not None:
+            groups.append({"params": gates.parameters(), "lr": cfg.logit_lr if cfg.method == "dsp" else cfg.gate_lr})
+        self.opt = torch.optim.Adam(groups, betas=(0.9, 0.98), eps=1e-9)
+        self.train_data = data.train
+        self.stream = batch_stream(data.train, cfg.max_tokens, cfg.seed)
+
+    def train(self, steps: int, lam: float, progress: bool = False) -> None:
+        """`steps` more updates of L = L_xent + lam * sum_h P(g_h != 0)."""
+        cfg, model, gates = self.cfg, self.model, self.gates
+        todo = range(self.step, self.step + steps)
+        if progress:
+            from tqdm.auto import tqdm
+            todo = tqdm(todo, desc=f"prune {'+'.join(cfg.kinds)} {cfg.method} lambda={lam} k={cfg.k}", leave=False)
+        t0, last = time.time(), self.step + steps - 1
+        for step in todo:
+            src, tgt_in, tgt_out = (t.to(self.device) for t in next(self.stream))
+            self.opt.zero_grad(set_to_none=True)
+            if isinstance(gates, SubsetGates):
+                gates.anneal(step / max(cfg.steps - 1, 1))
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                loss, ntok = token_loss(model, src, tgt_in, tgt_out, cfg.label_smoothing,
+                                        gates=None if gates is None else gates(), fused=cfg.fast_kernels)
+            xent = loss / ntok
+            penalty = xent.new_zeros(()) if gates is None else gates.penalty()
+            (xent + lam * penalty).backward()
+            self.opt.step()
+            if step % 50 == 0 or step == last:
+                self.history.append({"step": step, "xent": round(xent.item(), 4), **(
+                    {"lam": lam, "expected_open": round(penalty.item(), 2)} if cfg.method == "hard-concrete" else {})})
+        self.step += steps
+        self.seconds += time.time() - t0
+
+    def state(self) -> dict:
+        """Everything `train` reads and changes: `load_state` of it goes on as if never stopped."""
+        return {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "step": self.step,
+                "gates": None if self.gates is None else self.gates.state_dict(), "history": list(self.history),
+                "seconds": self.seconds, "rng": torch.get_rng_state()}
+
+    def load_state(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["optimizer"])
+        if self.gates is not None:
+            self.gates.load_state_dict(state["gates"])
+        self.step, self.history, self.seconds = state["step"], list(state["history"]), state["seconds"]
+        torch.set_rng_state(state["rng"])
+        self.stream = batch_stream(self.train_data, self.cfg.max_tokens, self.cfg.seed, skip=self.step)
+
+    def snapshot(self, copy_model: bool = True) -> tuple[torch.nn.Module, PruneResult]:
+        """The model with the gates fixed to 0/1 (a copy, unless `copy_model` is False, which ends
+        the fine-tuning), in eval mode, and what the fine-tuning so far learned."""
+        model = copy.deepcopy(self.model) if copy_model else self.model
+        for p in model.parameters():
+            p.requires_grad_(True)
+        if self.gates is not None:
+            for k, m in self.gates.hard_masks().items():
+                model.set_head_mask(k, m * model.head_mask(k))
+        model.eval()
+        masks = {k: model.head_mask(k).cpu() for k in self.cfg.kinds}
+        scores = {} if self.gates is None else self.gates.scores()
+        return model, PruneResult(masks, scores, list(self.history), round(self.seconds / 60, 2))
+
+
+def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tuple[torch.nn.Module, PruneResult]:
+    """Fine-tune a copy of `model` with gates; returns the pruned copy (hard masks installed)."""
+    run = Pruning(model, data, cfg)
+    run.train(cfg.steps, cfg.lam, progress)
+    return run.snapshot(copy_model=False)
+
+
+def prune_path(model, data: Prepared, cfg: PruneConfig, lams: Sequence[float], progress: bool = False,
+               checkpoint: Path | None = None, resume: dict | None = None
+               ) -> Iterator[tuple[float, torch.nn.Module, PruneResult]]:
+    """The continuation path: one Hard Concrete fine-tuning whose lambda steps through `lams` in
+    order, `cfg.steps` updates at each, every lambda warm-started from the previous lambda's gated
+    model (weights, gates and optimizer state). Yields (lambda, pruned copy, result) after each.
+    With k lambdas it costs k * cfg.steps updates; its first point is `prune` at lams[0].
+
+    With a `checkpoint` file the fine-tuning's state is saved there (atomically) each time the
+    caller asks for the next lambda, i.e. after it has stored the previous point. Given `resume`,
+    what `saved_path` read from such a file, the path goes on after the lambdas it holds as if it
+    had never stopped; so a path can outlive its process."""
+    if cfg.method != "hard-concrete":
+        raise ValueError(f"prune_path: the continuation path follows lambda, so method must be hard-concrete, "
+                         f"got {cfg.method!r}")
+    run, done = Pruning(model, data, cfg), (resume["lams"] if resume else [])
+    if resume:
+        run.load_state(resume["state"])
+    fingerprint = model.fingerprint() if checkpoint is not None else None
+    for i, lam in enumerate(lams[len(done):], len(done)):
+        run.train(cfg.steps, lam, progress)
+        yield (lam, *run.snapshot())
+        if checkpoint is not None and i + 1 < len(lams):
+            torch_save(checkpoint, {"lams": list(lams[:i + 1]), "model": fingerprint,
+                                    "prune_config": dataclasses.asdict(cfg), "state": run.state()})
+
+
+def saved_path(checkpoint: Path, fingerprint: str, cfg: PruneConfig, lams: Sequence[float]) -> dict | None:
+    """The state `prune_path` saved in `checkpoint` ("lams" done, "state"), if that file is a path
+    of the model `fingerprint` with settings `cfg` whose lambdas are a prefix of `lams`; else None."""
+    if not Path(checkpoint).is_file():
+        return None
+    saved = load_checkpoint(checkpoint, "pruning path checkpoint")
+    same = saved["model"] == fingerprint and saved["prune_config"] == dataclasses.asdict(cfg)
+    return saved if same and list(lams[:len(saved["lams"])]) == saved["lams"] else None

@@ -1,0 +1,2 @@
+"""Training: the trainer, its schedule, checkpoints and finalization (`trainer`), and the records a
+finished run leaves (`records`)."""

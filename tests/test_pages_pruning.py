@@ -1,0 +1,99 @@
+"""The Sec. 6 pages' tables and verdicts (headlib.book.pages.pruning) on a hand-built sweep whose
+answers are known; `sweep` itself (computing the points) runs in the smoke book."""
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from headlib.book.pages import OTHER_MODELS
+from headlib.book.pages import pruning as page
+
+ROWS = 2  # layers of the toy encoder, 2 heads each: 4 heads per kind
+
+
+def _point(lam, open_heads, bleu, kinds=("enc-self",), updates=100):
+    spec = ",".join(f"{k}:" + "/".join("".join("1" if (l * 2 + h) < open_heads[k] else "0" for h in range(2))
+                                       for l in range(ROWS)) for k in kinds)
+    return {"lam": lam, "kinds": list(kinds), "retained": {k: open_heads.get(k, 4) for k in ("enc-self", "dec-self", "dec-enc")},
+            "per_layer": {k: [min(2, max(0, open_heads.get(k, 4) - 2 * l)) for l in range(ROWS)]
+                          for k in ("enc-self", "dec-self", "dec-enc")},
+            "test_beam": bleu, "test_greedy": bleu - 1, "device": "cpu", "path_updates": updates, "mask": spec}
+
+
+def _sweep(tmp_path, rows, scratch=(), validation=None, setting="encoder"):
+    (tmp_path / "pruning").mkdir(exist_ok=True)
+    full = {"retained": {"enc-self": 4, "dec-self": 4, "dec-enc": 4}, "test_beam": 30.0, "device": "cpu",
+            "test_set": "test_2016_flickr", "per_layer": {"enc-self": [2, 2]}}
+    control = {"retained": {"enc-self": 4}, "test_beam": 29.0, "device": "cpu", "mask": "",
+               "results": {"run_dir": "en-de-smoke-ctrl", "fingerprint": "ffff"}}
+    return page.Sweep(setting, {"steps": 1000}, tmp_path / "pruning", 500, "path" if validation else "independent",
+                      full, rows, validation, [1100] * len(scratch), list(scratch), control)
+
+
+def test_encoder_values_count_the_fewest_heads_within_each_tolerance(tmp_path):
+    rows = [_point(0.001, {"enc-self": 4}, 30.4), _point(0.01, {"enc-self": 2}, 30.0),
+            _point(0.1, {"enc-self": 1}, 29.2), _point(1.0, {"enc-self": 0}, 20.0)]
+    s = _sweep(tmp_path, rows)
+    table = page.encoder_table(s)
+    assert (tmp_path / "pruning_encoder.csv").is_file()
+    assert table["vs. fine-tuned 48"].tolist() == pytest.approx([0.0, -0.4, -1.2, -10.4])
+    values = page.encoder_values(s, table)
+    assert values["sec6-within-full"] == 2 and values["sec6-within-tuned"] == 2    # 0.5 BLEU (ours)
+    assert values["sec6-within-full-paper"] == 2 and values["sec6-within-tuned-paper"] == 4   # 0.15 BLEU (paper)
+    assert values["sec6-n-zero"] == 1 and values["sec6-zero-delta"] == pytest.approx(-10.0)
+    assert values["sec6-tuned-heads"] == 4 and values["sec6-n-points"] == 4
+
+
+def test_validation_values_say_where_the_path_disagrees(tmp_path):
+    rows = [_point(0.01, {"enc-self": 2}, 30.0)]
+    checks = [{"lam": 0.01, "heads_agree": True, "bleu_agrees": True, "p_value": 0.5},
+              {"lam": 0.1, "heads_agree": True, "bleu_agrees": False, "p_value": 0.01}]
+    table, values = page.validation_values(_sweep(tmp_path, rows, validation={
+        "points": checks, "path_updates": 260, "independent_updates": 1500, "update_ratio": 0.17}))
+    assert len(table) == 2 and values["sec6-update-ratio"] == 0.17 and values["sec6-n-validated"] == 2
+    assert "does not agree at lambda 0.1" in values["sec6-validation-verdict"].data
+    table, values = page.validation_values(_sweep(tmp_path, rows, validation={
+        "points": checks[:1], "path_updates": 100, "independent_updates": 500, "update_ratio": 0.2}))
+    assert "agrees with the independent fine-tunings at all 1 lambdas" in values["sec6-validation-verdict"].data
+    table, values = page.validation_values(_sweep(tmp_path, rows, setting="all"))
+    assert table is None and values["sec63-update-ratio"] == 0 and "independent" in values["sec63-validation-verdict"].data
+
+
+def test_setup_values_name_the_scratch_models_with_their_fingerprints(tmp_path):
+    scratch = [{"retained": {"enc-self": 2}, "test_beam": 29.5, "device": "cpu", "mask": "enc-self:11/00",
+                "results": {"run_dir": "en-de-smoke-abc", "fingerprint": "1234"}}]
+    values = page.setup_values(_sweep(tmp_path, [_point(0.01, {"enc-self": 2}, 30.0)], scratch))
+    models = json.loads(values[OTHER_MODELS])
+    assert [(m["run"], m["fingerprint"]) for m in models] == [("en-de-smoke-abc", "1234"), ("en-de-smoke-ctrl", "ffff")]
+    assert values["sec6-scratch-budgets"] == "1,100" and values["sec6-budget"] == 1000
+    assert "one independent fine-tuning of 500 updates" in values["sec6-curve"].data
+
+
+def test_all_values_compare_pruned_and_scratch_where_both_exist(tmp_path):
+    kinds = ("enc-self", "dec-self", "dec-enc")
+    rows = [_point(0.01, {"enc-self": 2, "dec-self": 4, "dec-enc": 4}, 29.0, kinds),
+            _point(0.1, {"enc-self": 0, "dec-self": 2, "dec-enc": 4}, 27.0, kinds)]
+    scratch = [dict(rows[1], test_beam=27.5, results={})]
+    s = _sweep(tmp_path, rows, scratch, setting="all")
+    table = page.all_table(s)
+    assert table["total heads"].tolist() == [10, 6]
+    assert math.isnan(table["pruned - scratch"][0]) and table["pruned - scratch"][1] == pytest.approx(-0.5)
+    values = page.all_values(table)
+    assert (values["sec63-pruned-wins"], values["sec63-scratch-wins"], values["sec63-n-scratch"]) == (0, 1, 1)
+    assert values["sec63-best-scratch-heads"] == 6 and values["sec63-differences"] == "-0.50"
+    fractions = page.open_fractions(s)
+    assert fractions[fractions["lambda"] == 0.1].set_index("kind")["fraction open"].to_dict() == \
+        {"enc-self": 0.0, "dec-self": 0.5, "dec-enc": 1.0}
+    order = page.order_values(s, table)
+    assert order["sec63-c8"] == "holds" and order["sec63-heads-per-layer"] == 2
+
+
+def test_head_table_marks_the_heads_with_a_function(tmp_path):
+    importance = pd.DataFrame({"layer": [1, 1, 2], "head": [1, 2, 1], "relevance": [0.1, 0.2, 0.3],
+                               "confidence": [0.5, 0.6, 0.7]})
+    functions = pd.DataFrame({"layer": [1, 2], "head": [2, 1], "functions": ["positional (+1)", ""]})
+    heads = page.head_table(importance, functions)
+    assert heads["specialized"].tolist() == [False, True, False]
