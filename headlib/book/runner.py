@@ -682,7 +682,3 @@ def main(argv=None) -> int:
     except (BookError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
