@@ -74,7 +74,7 @@ def dropout(x, p: float, training: bool, masks: str = "float32"):
     return x * (r >= drop - 32768).to(x.dtype) * (65536 / (65536 - drop))
 
 
-def attention(q, k, v, bias, dropout_p: float = 0.0, training: bool = False, detach_weights: bool = False,
+def attention(q, k, v, bias, *, dropout_p: float = 0.0, training: bool = False, detach_weights: bool = False,
               edit=None, dropout_masks: str = "float32"):
     """softmax(q k^T / sqrt(d) + bias) v.
 
@@ -151,8 +151,9 @@ class MultiHeadAttention(nn.Module):
                 k, v = self.project_kv(memory)
                 if cache is not None:
                     cache["k"], cache["v"] = k, v
-        heads, weights = attention(q, k, v, bias, self.attn_dropout, self.training,
-                                   self.detach_weights, self.hook_weights, self.dropout_masks)  # (B, H, Tq, dh)
+        heads, weights = attention(q, k, v, bias, dropout_p=self.attn_dropout, training=self.training,
+                                   detach_weights=self.detach_weights, edit=self.hook_weights,
+                                   dropout_masks=self.dropout_masks)  # (B, H, Tq, dh)
         if gate is not None:
             heads = heads * gate.to(heads.dtype).view(1, -1, 1, 1)
         heads = self.hook_heads(heads)

@@ -239,58 +239,80 @@ class Trainer:
                     old.unlink()
         return dev["bleu"]
 
+    def _stop_reason(self) -> str:
+        """Why training stops after this update ("" to go on): the budget of updates, a user's clock,
+        or early stopping at an evaluation; under DDP every rank stops when rank 0 does."""
+        s, t = self.state, self.cfg.train
+        reason = ("max_steps" if s["step"] >= t.max_steps else
+                  "max_minutes" if t.max_minutes and s["elapsed"] >= t.max_minutes * 60 else
+                  "early stopping" if s["step"] % t.eval_every == 0 and s["bad_evals"] >= t.patience else "")
+        if self.world > 1:
+            flag = torch.tensor([1 if reason else 0], device=self.dev)
+            dist.broadcast(flag, 0)
+            reason = reason or ("rank 0" if flag.item() else "")
+        return reason
+
+    def _step(self, group: list[int], t0: float, progress: "Progress | None") -> None:
+        """One update, then what follows it: the counters, a dev evaluation every `eval_every`
+        updates (rank 0), the stop decision, `last.pt` every `save_every` updates and at the end."""
+        s, t = self.state, self.cfg.train
+        loss, ntok = self._update(group)
+        s["step"] += 1; s["pos"] += 1; s["tokens"] += ntok
+        s["elapsed"] = time.time() - t0
+        if s["step"] % t.eval_every == 0 and self.rank == 0:
+            self._evaluate()
+        s["stopped"] = self._stop_reason()
+        if s["step"] % (t.save_every or t.eval_every) == 0 or s["stopped"]:
+            self._save_last()
+        if progress is not None:
+            progress.update(s, loss, ntok)
+
     def fit(self, stop_after: int | None = None) -> dict:
-        """Train until max_steps / early stopping (or a user's max_minutes). `stop_after` simulates a crash
-        after that many updates (for the resume test): it returns without finishing the run."""
-        cfg, s = self.cfg, self.state
+        """Train until max_steps / early stopping (or a user's max_minutes), epoch by epoch from the
+        saved position. `stop_after` simulates a crash after that many updates (for the resume
+        test): it returns without finishing the run."""
+        s = self.state
         self.out.mkdir(parents=True, exist_ok=True)
         self.model.train()
-        bar = None
-        if self.progress and self.rank == 0:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=cfg.train.max_steps, initial=s["step"], desc=f"train {cfg.data.pair}/{cfg.profile}",
-                       dynamic_ncols=True, mininterval=5)
-        save_every = cfg.train.save_every or cfg.train.eval_every
-        t0, window_tokens, window_t = time.time() - s["elapsed"], 0, time.time()
-        while not s["stopped"]:
-            groups = self._groups(s["epoch"])
-            while s["pos"] < len(groups) and not s["stopped"]:
-                loss, ntok = self._update(groups[s["pos"]])
-                s["step"] += 1; s["pos"] += 1; s["tokens"] += ntok
-                s["elapsed"] = time.time() - t0
-                window_tokens += ntok
-                if s["step"] % cfg.train.eval_every == 0:
-                    bleu = self._evaluate() if self.rank == 0 else 0.0
-                    if bar is not None:
-                        bar.set_postfix_str(f"dev BLEU {bleu:.1f} (best {s['best_bleu']:.1f})")
-                    if s["bad_evals"] >= cfg.train.patience:
-                        s["stopped"] = "early stopping"
-                if s["step"] >= cfg.train.max_steps:
-                    s["stopped"] = "max_steps"
-                elif cfg.train.max_minutes and s["elapsed"] >= cfg.train.max_minutes * 60:
-                    s["stopped"] = "max_minutes"
-                if self.world > 1:  # every rank stops together
-                    flag = torch.tensor([1 if s["stopped"] else 0], device=self.dev)
-                    dist.broadcast(flag, 0)
-                    if flag.item() and not s["stopped"]:
-                        s["stopped"] = "rank 0"
-                if s["step"] % save_every == 0 or s["stopped"]:
-                    self._save_last()
-                if bar is not None:
-                    bar.update(1)
-                    if s["step"] % 10 == 0:
-                        rate = window_tokens / max(time.time() - window_t, 1e-9)
-                        bar.set_description(f"train {cfg.data.pair}/{cfg.profile} loss {loss / ntok:.3f} {rate:,.0f} tok/s")
-                        window_tokens, window_t = 0, time.time()
-                if stop_after is not None and s["step"] >= stop_after:
-                    if bar is not None:
-                        bar.close()
-                    return s
-            if not s["stopped"]:
-                s["epoch"] += 1; s["pos"] = 0
-        if bar is not None:
-            bar.close()
+        t0 = time.time() - s["elapsed"]
+        shown = self.progress and self.rank == 0
+        with Progress(self.cfg, s["step"]) if shown else contextlib.nullcontext() as progress:
+            while not s["stopped"]:
+                groups = self._groups(s["epoch"])
+                while s["pos"] < len(groups) and not s["stopped"]:
+                    self._step(groups[s["pos"]], t0, progress)
+                    if stop_after is not None and s["step"] >= stop_after:
+                        return s
+                if not s["stopped"]:
+                    s["epoch"] += 1; s["pos"] = 0
         return s
+
+
+class Progress:
+    """The training bar (tqdm): loss and tokens/s every 10 updates, dev BLEU after each evaluation."""
+
+    def __init__(self, cfg: Config, step: int):
+        from tqdm.auto import tqdm
+        self.name, self.eval_every = f"train {cfg.data.pair}/{cfg.profile}", cfg.train.eval_every
+        self.bar = tqdm(total=cfg.train.max_steps, initial=step, desc=self.name, dynamic_ncols=True, mininterval=5)
+        self.tokens, self.since = 0, time.time()
+
+    def update(self, state: dict, loss: float, ntok: int) -> None:
+        step = state["step"]
+        if step % self.eval_every == 0 and state["history"]:
+            self.bar.set_postfix_str(f"dev BLEU {state['history'][-1]['dev_bleu']:.1f} (best {state['best_bleu']:.1f})")
+        self.bar.update(1)
+        self.tokens += ntok
+        if step % 10 == 0:
+            rate = self.tokens / max(time.time() - self.since, 1e-9)
+            self.bar.set_description(f"{self.name} loss {loss / ntok:.3f} {rate:,.0f} tok/s")
+            self.tokens, self.since = 0, time.time()
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
 
 
 def finalize(trainer: Trainer) -> dict:
