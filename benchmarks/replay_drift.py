@@ -26,7 +26,8 @@ from headlib.config import get_config
 from headlib.data.corpora import analysis_sentences
 from headlib.files import write_json
 from headlib.settings import results_dir
-from headlib.train.trainer import load_model, machine, run_dir
+from headlib.train.machine import machine
+from headlib.train.trainer import load_model, run_dir
 
 
 def main(argv=None) -> int:

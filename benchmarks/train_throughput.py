@@ -39,7 +39,8 @@ from headlib.data.batching import collate, make_batches
 from headlib.data.bpe import BOS_ID, EOS_ID, PAD_ID
 from headlib.files import write_json  # atomic: temp file + os.replace
 from headlib.nn.model import Transformer
-from headlib.train.trainer import autocast, machine, prepare_data, token_loss
+from headlib.train.machine import machine
+from headlib.train.trainer import autocast, prepare_data, token_loss
 
 
 def config_differences(cfg) -> list[str]:

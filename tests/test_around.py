@@ -91,8 +91,8 @@ def test_sweeps_on_a_trained_model(trained_tiny):
 
     from headlib.analysis.interventions import Counts, average_patterns
     from headlib.data.corpora import Corpus
+    from headlib.nn.decode import evaluate_bleu
     from headlib.studies.around import constant_attention_sweep, quantization_sweep, sparsity_sweep
-    from headlib.train.trainer import evaluate_bleu
     model, bpe = trained_tiny, DigitBPE()
     pool = reverse_corpus(40, seed=5)
     first = {}

@@ -108,3 +108,61 @@ def test_tokenizer_adapter_round_trips_and_translates_like_marian(tmp_path, monk
     expected = tok.batch_decode(out, skip_special_tokens=True)
     monkeypatch.setattr("headlib.nn.decode.max_length", lambda src, model: 8)     # generate's max_new_tokens
     assert translate(ours, adapter, SENTENCES) == expected
+
+
+def saved_marian(tmp_path, **config):
+    """A tiny MarianMTModel and its MarianTokenizer saved as `save_pretrained` does (no download)."""
+    (tmp_path / "spm").mkdir(parents=True)
+    tok, vocab = marian_tokenizer(tmp_path / "spm")
+    theirs = marian(len(vocab))
+    for key, value in config.items():
+        setattr(theirs.config, key, value)
+    theirs.config.pad_token_id = theirs.config.decoder_start_token_id = vocab["<pad>"]
+    theirs.save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    return tmp_path / "model", theirs, tok
+
+
+def test_a_saved_marian_model_loads_with_marians_logits_and_greedy_output(tmp_path):
+    from headlib.nn.decode import translate
+    from headlib.nn.hub import load_pretrained
+    path, theirs, tok = saved_marian(tmp_path)
+    ours, adapter = load_pretrained(str(path), check_texts=SENTENCES)
+    batch = tok(SENTENCES, return_tensors="pt", padding=True)
+    start = torch.full((len(SENTENCES), 1), theirs.config.decoder_start_token_id)
+    with torch.no_grad():
+        expected = theirs(**batch, decoder_input_ids=start).logits[:, -1]              # (B, V) Marian ids
+        src = adapter.ids.from_marian(batch["input_ids"])
+        got = ours(src, torch.ones(len(SENTENCES), 1, dtype=torch.long))[:, -1]       # (B, V + 1) headlib ids
+    torch.testing.assert_close(got[:, 1:], expected[:, adapter.ids.to_marian[1:]], atol=1e-5, rtol=0)
+    with torch.no_grad():
+        out = theirs.generate(**batch, max_new_tokens=8, num_beams=1, do_sample=False,
+                              bad_words_ids=[[theirs.config.pad_token_id]], forced_eos_token_id=None)
+    import headlib.nn.decode as decode
+    original, decode.max_length = decode.max_length, lambda src, model: 8          # generate's max_new_tokens
+    try:
+        assert translate(ours, adapter, SENTENCES) == tok.batch_decode(out, skip_special_tokens=True)
+    finally:
+        decode.max_length = original
+
+
+def test_each_pretrained_failure_is_one_line_naming_the_model(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    from headlib.nn.hub import HubError, load_pretrained
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)    # as on a machine without network
+    with pytest.raises(HubError, match=r"^Helsinki-NLP/opus-mt-en-xx: no local copy and no network .*"
+                                       r"huggingface-cli download Helsinki-NLP/opus-mt-en-xx .*HEADLIB_PRETRAINED=DIR"):
+        load_pretrained("Helsinki-NLP/opus-mt-en-xx")
+    with pytest.raises(HubError, match=r"nowhere: no such directory"):
+        load_pretrained(str(tmp_path / "nowhere"))
+    transformers.BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=8).save_pretrained(tmp_path / "bert")
+    with pytest.raises(HubError, match=r"bert: a 'bert' model; the import supports Marian"):
+        load_pretrained(str(tmp_path / "bert"))
+    path, _, _ = saved_marian(tmp_path / "preln", normalize_before=True)
+    with pytest.raises(HubError, match=r"preln/model: this Marian model cannot be imported: pre-LN"):
+        load_pretrained(str(path))
+    path, _, _ = saved_marian(tmp_path / "en")
+    with pytest.raises(HubError, match=r"does not give back 3 of 3 sentences of the pair .*this language pair"):
+        load_pretrained(str(path), check_texts=["Собака бежит.", "Дети играют.", "Жёлтый дом."])

@@ -90,7 +90,8 @@ def test_keep_top_and_random_masks():
 def test_bleu_without_retraining_scores_each_mask_and_restores_the_model(smoke_run):
     from headlib.analysis.importance import bleu_without_retraining
     from headlib.data.corpora import load_split
-    from headlib.train.trainer import evaluate_bleu, load_model
+    from headlib.nn.decode import evaluate_bleu
+    from headlib.train.trainer import load_model
     _, out = smoke_run
     model, bpe, _ = load_model(out / "final.pt")
     corpus = load_split("en-de", "dev").head(20)

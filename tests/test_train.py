@@ -309,8 +309,8 @@ def test_a_runs_cache_key_is_its_config_and_the_results_version(monkeypatch):
 def test_record_digest_ignores_the_clock_and_the_machine():
     """A record's digest (what pages are keyed by) covers what the run learned and scored, not how
     fast or where: the same run on a slower machine has the same digest."""
+    from headlib.train.machine import machine
     from headlib.train.records import record_digest
-    from headlib.train.trainer import machine
     here = machine()
     assert {"torch", "device"} <= set(here)
     if here["device"] == "cpu":

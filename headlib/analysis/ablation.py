@@ -43,7 +43,7 @@ def single_head_masks(model, kind: str) -> list[tuple[str, torch.Tensor]]:
 def single_head_ablation(model, bpe, corpus: Corpus, kinds=("enc-self", "dec-self", "dec-enc")) -> pd.DataFrame:
     """One row per head: kind, layer, head (1-based), greedy BLEU without it, and the change
     against the intact model."""
-    from headlib.train.trainer import evaluate_bleu
+    from headlib.nn.decode import evaluate_bleu
     full = evaluate_bleu(model, bpe, corpus)["bleu"]
     rows = []
     for kind in kinds:

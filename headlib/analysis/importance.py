@@ -91,7 +91,7 @@ def random_mask(shape: tuple[int, int], k: int, seed: int) -> torch.Tensor:
 def bleu_without_retraining(model, bpe, corpus, masks: list[tuple[str, torch.Tensor]], kind: str = "enc-self") -> list[dict]:
     """Greedy BLEU of `model` with each (method, mask) installed for `kind`, with no retraining;
     the model's own mask is restored afterwards."""
-    from headlib.train.trainer import evaluate_bleu
+    from headlib.nn.decode import evaluate_bleu
     original = model.head_mask(kind).clone()
     rows = []
     try:

@@ -154,3 +154,8 @@ def paired_bootstrap(baseline: list[str], system: list[str], refs: list[str], sa
            "baseline_ci": round(float(base.ci), 2), "system_bleu": round(float(other.score), 2),
            "p_value": round(float(other.p_value), 4), "samples": samples}   # plain floats: numpy's don't serialize
     return row | {"within": bool(abs(row["system_bleu"] - row["baseline_mean"]) <= row["baseline_ci"])}
+
+
+def evaluate_bleu(model, bpe, corpus, beam: int = 1, alpha: float = 1.0, gates=None) -> dict:
+    hyps = translate(model, bpe, corpus.src, beam=beam, alpha=alpha, gates=gates)
+    return score(hyps, list(corpus.tgt)) | {"beam": beam, "len_alpha": alpha}

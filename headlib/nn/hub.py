@@ -12,10 +12,16 @@ specials elsewhere. `MarianIds` maps between the two: headlib id i is Marian id 
 Tokenization stays Marian's (its SentencePiece models): `MarianTokenizerAdapter` gives a
 `MarianTokenizer` headlib's tokenizer interface (that of `headlib.data.bpe.BPE`: encode_batch, decode,
 pieces, offsets) in headlib ids, so translation, BLEU and the head analyses run unchanged.
+
+`load_pretrained(source)` does all of it for a Hugging Face model id or a directory written by
+`save_pretrained`, and says in one line (`HubError`) what is wrong: no network and no local copy,
+an architecture the import does not support, a tokenizer that does not round-trip the pair's text.
 """
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -152,3 +158,48 @@ class MarianTokenizerAdapter:
 
     def decode_batch(self, batch) -> list[str]:
         return [self.decode(ids) for ids in batch]
+
+
+class HubError(RuntimeError):
+    """A pretrained model that cannot be used, in one line naming it and what to do."""
+
+
+ROUND_TRIP = 0.9   # the share of the pair's sentences a usable tokenizer gives back (after NFKC)
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def load_pretrained(source: str, check_texts=()) -> tuple[Transformer, MarianTokenizerAdapter]:
+    """The `MarianMTModel` at `source` (a Hugging Face id, downloaded or from the local cache, or a
+    directory written by `save_pretrained`) as a headlib model in eval mode, with its tokenizer in
+    headlib ids. With `check_texts`, the tokenizer must give back `ROUND_TRIP` of them (compared
+    after Unicode NFKC normalisation, which Marian's SentencePiece models apply)."""
+    from transformers import AutoConfig, MarianMTModel, MarianTokenizer
+    looks_local = source.startswith((".", "/", "~")) or Path(source).expanduser().exists()
+    if looks_local and not Path(source).expanduser().is_dir():
+        raise HubError(f"{source}: no such directory (a model saved with save_pretrained, or a Hugging Face id)")
+    try:
+        config = AutoConfig.from_pretrained(source)
+    except OSError as e:
+        raise HubError(f"{source}: no local copy and no network to download it ({_first_line(e)}); on a machine "
+                       f"with internet run `huggingface-cli download {source} --local-dir DIR`, then pass DIR "
+                       "(HEADLIB_PRETRAINED=DIR)") from None
+    if config.model_type != "marian":
+        raise HubError(f"{source}: a {config.model_type!r} model; the import supports Marian (opus-mt) models only")
+    tokenizer = MarianTokenizer.from_pretrained(source)
+    try:
+        model, ids = from_marian(MarianMTModel.from_pretrained(source).eval(), unk_id=tokenizer.unk_token_id)
+    except ValueError as e:
+        raise HubError(f"{source}: {e}") from None
+    adapter = MarianTokenizerAdapter(tokenizer, ids)
+    texts = list(check_texts)
+    if texts:
+        norm = lambda t: " ".join(unicodedata.normalize("NFKC", t).split())
+        lost = [(t, back) for t, back in zip(texts, map(adapter.decode, adapter.encode_batch(texts))) if norm(back) != norm(t)]
+        if len(lost) > (1 - ROUND_TRIP) * len(texts):
+            raise HubError(f"{source}: its tokenizer does not give back {len(lost)} of {len(texts)} sentences of the pair "
+                           f"(e.g. {lost[0][0]!r} -> {lost[0][1]!r}): is it the model of this language pair?")
+    return model, adapter
+

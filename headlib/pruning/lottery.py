@@ -34,12 +34,13 @@ from headlib.analysis.importance import keep_top
 from headlib.config import get_config
 from headlib.data.corpora import load_split, main_test_set
 from headlib.files import artifacts_dir, load_checkpoint, torch_save, write_json
+from headlib.nn.decode import evaluate_bleu
 from headlib.nn.model import Transformer, mask_spec, parse_mask_spec
 from headlib.pruning.shrink import encoder_batches, encoder_seconds, shrink, with_masks
 from headlib.pruning.sweep import (canonical_spec, device_name, matched_budget, nearest, points, scratch_config,
                                    scratch_rows)
 from headlib.settings import results_dir
-from headlib.train.trainer import Trainer, evaluate_bleu, finalize, load_model, run_dir, trained_model
+from headlib.train.trainer import Trainer, finalize, load_model, run_dir, trained_model
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,11 @@ from headlib.analysis.importance import keep_top, random_mask
 from headlib.config import Grids, get_config, grids
 from headlib.data.corpora import load_split, main_test_set
 from headlib.files import artifacts_dir, write_json
-from headlib.nn.decode import paired_bootstrap, score, translate
+from headlib.nn.decode import evaluate_bleu, paired_bootstrap, score, translate
 from headlib.nn.model import KINDS, mask_spec, parse_mask_spec
 from headlib.pruning.prune import PruneConfig, prune, prune_path, saved_path
 from headlib.train.records import run_record, weights
-from headlib.train.trainer import Prepared, evaluate_bleu, train
+from headlib.train.trainer import Prepared, train
 
 
 def device_name() -> str:

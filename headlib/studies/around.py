@@ -12,8 +12,8 @@ from scipy.stats import wilcoxon
 
 from headlib.analysis.interventions import Counts, constant_attention, edit_attention, log_quantize, threshold
 from headlib.claims import FAILS, HOLDS, PARTLY, Claim, _csv, claims_table
+from headlib.nn.decode import evaluate_bleu
 from headlib.nn.model import KINDS
-from headlib.train.trainer import evaluate_bleu
 
 THRESHOLDS = (0.0, 0.001, 0.01, 0.03, 0.05, 0.1, 0.2, 0.3)   # A3: attention values below t set to 0
 BITS = (1, 2, 3, 4)                                          # A3: log quantization to 2^bits levels

@@ -33,11 +33,12 @@ from headlib.analysis.lrp import head_relevance
 from headlib.claims import ANALYSIS_CLAIMS, CLAIMS, PAPER_ENRU_MODELS, VERDICT_WORDS, claims_table
 from headlib.data.corpora import analysis_sentences, load_split, main_test_set, mean_words
 from headlib.files import file_digest, write_json, write_text
+from headlib.nn.decode import evaluate_bleu
 from headlib.settings import results_dir
 from headlib.studies import adapt
 from headlib.studies.seeds import structure_agreement
 from headlib.train.records import model_id
-from headlib.train.trainer import encode_corpus, evaluate_bleu, trained_model
+from headlib.train.trainer import encode_corpus, trained_model
 
 NEWS, TATOEBA = "en-ru.news", "en-ru.tatoeba"
 

@@ -20,7 +20,6 @@ tokens of the whole update, so any world size computes the same gradient.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import math
 import os
@@ -40,9 +39,10 @@ from headlib.data.batching import Encoded, collate, epoch_order, make_batches
 from headlib.data.bpe import BPE, PAD_ID, cached_bpe
 from headlib.data.corpora import Corpus, load_split, test_sets
 from headlib.files import CheckpointError, artifacts_dir, first_line, load_checkpoint, torch_save, write_json
-from headlib.nn.decode import score, translate
+from headlib.nn.decode import evaluate_bleu
 from headlib.nn.loss import linear_cross_entropy, reference_cross_entropy
 from headlib.nn.model import Transformer
+from headlib.train.machine import device, machine
 
 
 @dataclass
@@ -82,31 +82,6 @@ def lr_at(step: int, cfg: Config) -> float:
     return t.lr * max(t.max_steps - step, 0) / max(t.max_steps - t.warmup, 1)
 
 
-def device() -> torch.device:
-    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else torch.device("cpu")
-
-
-def machine() -> dict:
-    """What decides a run's rounding and speed besides its config: torch, the device, on CPU the
-    vector ISA and the bf16 matrix instructions (oneDNN uses AMX where the CPU has it, else
-    AVX512-BF16), and the thread count."""
-    dev = device()
-    if dev.type == "cuda":
-        return {"torch": torch.__version__, "device": torch.cuda.get_device_name(dev)}
-    return {"torch": torch.__version__, "device": "cpu", "isa": torch.backends.cpu.get_cpu_capability(),
-            "bf16": cpu_bf16(), "threads": torch.get_num_threads()}
-
-
-@functools.cache
-def cpu_bf16() -> str:
-    """The CPU's bf16 matrix instructions: "amx_bf16", "avx512_bf16" or "none"."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        flags = set()
-    return "amx_bf16" if "amx_bf16" in flags else "avx512_bf16" if "avx512_bf16" in flags else "none"
-
-
 def autocast(cfg: Config, dev: torch.device):
     return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.train.bf16)
 
@@ -123,11 +98,6 @@ def token_loss(model, src, tgt_in, tgt_out, label_smoothing: float, gates=None, 
     loss_fn = linear_cross_entropy if fused else reference_cross_entropy
     loss = loss_fn(hidden[keep], out.tgt_embed.weight, out.out_bias, tgt_out[keep], label_smoothing)
     return loss, int(keep.sum())
-
-
-def evaluate_bleu(model, bpe: BPE, corpus: Corpus, beam: int = 1, alpha: float = 1.0, gates=None) -> dict:
-    hyps = translate(model, bpe, corpus.src, beam=beam, alpha=alpha, gates=gates)
-    return score(hyps, list(corpus.tgt)) | {"beam": beam, "len_alpha": alpha}
 
 
 def average_weights(paths: list[Path]) -> dict:
