@@ -145,6 +145,15 @@ PROFILES: dict[str, Config] = {
         train=TrainConfig(max_tokens=4096, accum=4, lr=1.4e-3, warmup=16000, schedule="inverse_sqrt",
                           eval_every=2000, bf16=True),
     ),
+    # An opus-mt model imported instead of trained (headlib.train.pretrained): Marian's Transformer-base
+    # (post-LN, swish, sinusoids as sines then cosines); the model section is the import's, the rest
+    # says how it is scored (beam 4, length penalty chosen on dev) and, for Sec. 6, fine-tuned.
+    "pretrained": Config(
+        profile="pretrained",
+        model=ModelConfig(activation="swish", positions="halves", max_positions=512),
+        data=DataConfig(max_len=128, dev_limit=1000),
+        train=TrainConfig(max_tokens=4096, beam=4),
+    ),
 }
 
 
@@ -184,6 +193,7 @@ GRIDS: dict[str, Grids] = {
                    scratch_heads_all=(12,), finetune_steps=10, method_heads=(2,), dsp_lr_heads=(2,), ablation_step=4),
     "cpu": Grids(),
     "base": Grids(),
+    "pretrained": Grids(),
 }
 
 

@@ -68,13 +68,13 @@ SENTENCES = ["a small dog runs on the grass .", "two men play music in the stree
              "a woman in a red coat is reading a book .", "children are playing with a ball near the water ."]
 
 
-def marian_tokenizer(tmp_path):
+def marian_tokenizer(tmp_path, sentences=SENTENCES * 20, vocab_size=40):
     """A MarianTokenizer over tiny SentencePiece models trained here (no download)."""
     import json
 
     import sentencepiece as spm
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(SENTENCES * 20), model_prefix=str(tmp_path / "sp"),
-                                   vocab_size=40, character_coverage=1.0, minloglevel=2)
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_prefix=str(tmp_path / "sp"),
+                                   vocab_size=vocab_size, character_coverage=1.0, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model"))
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
     vocab = {"</s>": 0, "<unk>": 1}
@@ -110,10 +110,10 @@ def test_tokenizer_adapter_round_trips_and_translates_like_marian(tmp_path, monk
     assert translate(ours, adapter, SENTENCES) == expected
 
 
-def saved_marian(tmp_path, **config):
+def saved_marian(tmp_path, sentences=SENTENCES * 20, vocab_size=40, **config):
     """A tiny MarianMTModel and its MarianTokenizer saved as `save_pretrained` does (no download)."""
     (tmp_path / "spm").mkdir(parents=True)
-    tok, vocab = marian_tokenizer(tmp_path / "spm")
+    tok, vocab = marian_tokenizer(tmp_path / "spm", sentences, vocab_size)
     theirs = marian(len(vocab))
     for key, value in config.items():
         setattr(theirs.config, key, value)
@@ -166,3 +166,32 @@ def test_each_pretrained_failure_is_one_line_naming_the_model(tmp_path, monkeypa
     path, _, _ = saved_marian(tmp_path / "en")
     with pytest.raises(HubError, match=r"does not give back 3 of 3 sentences of the pair .*this language pair"):
         load_pretrained(str(path), check_texts=["Собака бежит.", "Дети играют.", "Жёлтый дом."])
+
+
+def test_the_pretrained_profile_imports_the_model_and_scores_it_as_a_trained_run(tmp_path, monkeypatch):
+    """The pretrained profile through `trained_model`, on a tiny Marian model whose SentencePiece
+    tokenizer was trained on the pair's own sentences: imported (no training), scored on every test
+    set, and read back with Marian's logits; another source is another run."""
+    from headlib.data.corpora import load_split, test_sets
+    from headlib.train.trainer import run_dir, trained_model
+    train = load_split("en-de", "train").head(3000)
+    path, theirs, tok = saved_marian(tmp_path, [*train.src, *train.tgt], vocab_size=300)
+    monkeypatch.setenv("HEADLIB_PRETRAINED", str(path))
+    limits = ("data.dev_limit=20", "data.test_limit=10", "train.tune_len_alpha=(0.6,1.0)", "train.beam=2")
+    model, tokenizer, results = trained_model("pretrained", "en-de", 1, limits)
+    assert results["source"] == str(path) and results["steps"] == 0 and results["stopped"] == "imported"
+    assert set(results["test"]) == set(test_sets("en-de")) and results["test"]["test_2016_flickr"]["beam"]["n"] == 10
+    assert results["parameters"] == model.num_parameters()
+    assert (results["layers"], results["heads"], results["vocabulary"]) == ({"encoder": 2, "decoder": 2}, 4, len(tok))
+    assert results["fingerprint"] == model.fingerprint() and set(results["dev_beam_by_alpha"]) == {"0.6", "1.0"}
+    batch = tok(list(train.src[:3]), return_tensors="pt", padding=True)
+    with torch.no_grad():
+        expected = theirs(**batch, decoder_input_ids=torch.full((3, 1), theirs.config.pad_token_id)).logits[:, -1]
+        got = model(tokenizer.ids.from_marian(batch["input_ids"]), torch.ones(3, 1, dtype=torch.long))[:, -1]
+    torch.testing.assert_close(got[:, 1:], expected[:, tokenizer.ids.to_marian[1:]], atol=1e-5, rtol=0)
+    assert tokenizer.encode_batch(train.src[:5]) == trained_model("pretrained", "en-de", 1, limits)[1].encode_batch(train.src[:5])
+    from headlib.config import get_config
+    here = run_dir(get_config("pretrained", limits))
+    assert (here / "final.pt").is_file() and (here / "tokenizer").is_dir()
+    monkeypatch.setenv("HEADLIB_PRETRAINED", str(tmp_path / "another"))
+    assert run_dir(get_config("pretrained", limits)) != here

@@ -42,6 +42,7 @@ from headlib.files import CheckpointError, artifacts_dir, first_line, load_check
 from headlib.nn.decode import evaluate_bleu
 from headlib.nn.loss import linear_cross_entropy, reference_cross_entropy
 from headlib.nn.model import Transformer
+from headlib.train import pretrained
 from headlib.train.machine import device, machine
 
 
@@ -68,7 +69,10 @@ def encode_corpus(bpe: BPE, corpus: Corpus, max_len: int) -> Encoded:
 
 
 def run_dir(cfg: Config) -> Path:
-    return artifacts_dir() / "runs" / f"{cfg.data.pair}-{cfg.profile}-{cfg.digest(f'results-v{RESULTS_VERSION}')}"
+    """A run's directory, keyed by its config and the results version (and an imported model's source)."""
+    imported = cfg.profile == pretrained.PROFILE
+    key = f"results-v{RESULTS_VERSION}" + (f" from {pretrained.source(cfg.data.pair)}" if imported else "")
+    return artifacts_dir() / "runs" / f"{cfg.data.pair}-{cfg.profile}-{cfg.digest(key)}"
 
 
 def lr_at(step: int, cfg: Config) -> float:
@@ -334,6 +338,9 @@ def train(cfg: Config, progress: bool = True) -> dict:
     out = run_dir(cfg)
     if (out / "results.json").is_file():
         return json.loads((out / "results.json").read_text())
+    if cfg.profile == pretrained.PROFILE:     # an imported model, scored as a trained one
+        out.mkdir(parents=True, exist_ok=True)
+        return pretrained.import_run(cfg, out)
     trainer = Trainer(cfg, out, progress)
     trainer.fit()
     if trainer.rank != 0:
@@ -342,7 +349,8 @@ def train(cfg: Config, progress: bool = True) -> dict:
 
 
 def load_model(path: str | Path, map_location="cpu") -> tuple[Transformer, BPE, dict]:
-    """The final model of a run (its `final.pt`, beside `bpe.json`), in eval mode."""
+    """The final model of a run (its `final.pt`, beside `bpe.json`, or an imported model's
+    tokenizer), in eval mode."""
     path = Path(path)
     ckpt = load_checkpoint(path, "trained model", map_location=map_location)
     try:
@@ -353,7 +361,9 @@ def load_model(path: str | Path, map_location="cpu") -> tuple[Transformer, BPE, 
         raise CheckpointError(f"{path}: not a trained model of this headlib (saved by version {version}): "
                               f"{first_line(e)}") from None
     model.eval()
-    return model, BPE.load(path.parent / "bpe.json"), ckpt
+    tokenizer = pretrained.tokenizer_of(path.parent, ckpt["tokenizer"]) if "tokenizer" in ckpt else \
+        BPE.load(path.parent / "bpe.json")
+    return model, tokenizer, ckpt
 
 
 def trained_model(profile: str = "cpu", pair: str = "en-de", seed: int = 1, overrides=()) -> tuple[Transformer, BPE, dict]:
