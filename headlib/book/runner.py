@@ -634,7 +634,7 @@ def build(out: Path, strict: bool = True) -> subprocess.CompletedProcess:
 def main(argv=None) -> int:
     from headlib.config import PROFILES
     from headlib.data.corpora import PAIRS
-    parser = argparse.ArgumentParser(prog="python -m headlib.book.runner", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m headlib.book", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("run", "status", "check", "build"):

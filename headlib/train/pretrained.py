@@ -9,12 +9,13 @@ key holds the source, so another source is another run; the weights' fingerprint
 a page read.
 
     final.pt     the imported weights (headlib layout), its ModelConfig, the length penalty dev chose
-    tokenizer/   the model's MarianTokenizer (`save_pretrained`), which `load_model` reads back
+    tokenizer/   the model's MarianTokenizer (`save_pretrained`) and its ids, which `tokenizer_of` reads back
     results.json the model's facts (source, parameters, layers, heads, vocabulary) and test BLEU
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from headlib.train.machine import machine
 PROFILE = "pretrained"
 SOURCE = "Helsinki-NLP/opus-mt-en-{tgt}"
 CHECKED_SENTENCES = 200   # dev sources the tokenizer must give back (`load_pretrained`'s check_texts)
+IDS = "headlib_ids.json"  # beside the saved tokenizer: Marian's vocabulary size and special ids (`MarianIds`)
 
 
 def source(pair: str) -> str:
@@ -51,10 +53,10 @@ def import_run(cfg: Config, out: Path) -> dict:
     tok = tokenizer.tok
     torch_save(out / "final.pt", {"model": model.state_dict(), "config": config, "version": __version__,
                                   "results_version": RESULTS_VERSION, "vocab_size": tokenizer.vocab_size,
-                                  "len_alpha": alpha, "tokenizer": {"kind": "marian", "vocab": tokenizer.vocab_size - 1,
-                                                                    "pad": tok.pad_token_id, "eos": tok.eos_token_id,
-                                                                    "unk": tok.unk_token_id}})
+                                  "len_alpha": alpha})
     tok.save_pretrained(out / "tokenizer")
+    write_json(out / "tokenizer" / IDS, {"vocab": tokenizer.vocab_size - 1, "pad": tok.pad_token_id,
+                                         "eos": tok.eos_token_id, "unk": tok.unk_token_id})
     tests = {}
     for test in test_sets(cfg.data.pair):
         corpus = load_split(cfg.data.pair, test).head(cfg.data.test_limit)
@@ -71,8 +73,9 @@ def import_run(cfg: Config, out: Path) -> dict:
     return results
 
 
-def tokenizer_of(run: Path, saved: dict) -> MarianTokenizerAdapter:
-    """The imported model's tokenizer, from its run directory (`saved`: final.pt's "tokenizer")."""
+def tokenizer_of(run: Path) -> MarianTokenizerAdapter:
+    """The imported model's tokenizer, from its run directory."""
     from transformers import MarianTokenizer
-    tok = MarianTokenizer.from_pretrained(run / "tokenizer")
-    return MarianTokenizerAdapter(tok, MarianIds.build(saved["vocab"], saved["pad"], saved["eos"], saved["unk"]))
+    saved = json.loads((run / "tokenizer" / IDS).read_text())
+    return MarianTokenizerAdapter(MarianTokenizer.from_pretrained(run / "tokenizer"),
+                                  MarianIds.build(saved["vocab"], saved["pad"], saved["eos"], saved["unk"]))

@@ -361,9 +361,12 @@ def load_model(path: str | Path, map_location="cpu") -> tuple[Transformer, BPE, 
         raise CheckpointError(f"{path}: not a trained model of this headlib (saved by version {version}): "
                               f"{first_line(e)}") from None
     model.eval()
-    tokenizer = pretrained.tokenizer_of(path.parent, ckpt["tokenizer"]) if "tokenizer" in ckpt else \
-        BPE.load(path.parent / "bpe.json")
-    return model, tokenizer, ckpt
+    return model, run_tokenizer(path.parent), ckpt
+
+
+def run_tokenizer(run: Path) -> BPE | pretrained.MarianTokenizerAdapter:
+    """A run's tokenizer: its joint BPE (`bpe.json`), or an imported model's own (`tokenizer/`)."""
+    return pretrained.tokenizer_of(run) if (run / "tokenizer").is_dir() else BPE.load(run / "bpe.json")
 
 
 def trained_model(profile: str = "cpu", pair: str = "en-de", seed: int = 1, overrides=()) -> tuple[Transformer, BPE, dict]:

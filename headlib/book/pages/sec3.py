@@ -108,8 +108,9 @@ def training_table(results: dict) -> pd.DataFrame:
 
 
 def dev_curve(results: dict) -> pd.DataFrame:
-    """Dev BLEU (greedy) at each evaluation, against training minutes and updates."""
-    df = pd.DataFrame(results["history"])
+    """Dev BLEU (greedy) at each evaluation, against training minutes and updates (no rows for an
+    imported model, which was not trained here)."""
+    df = pd.DataFrame(results["history"], columns=None if results["history"] else ["step", "dev_bleu", "minutes"])
     df.insert(0, "pair", results["pair"])
     return df
 
@@ -398,8 +399,7 @@ def per_pair(table, results: dict[str, dict]) -> pd.DataFrame:
 
 
 def corpus_tables(configs: dict) -> pd.DataFrame:
-    """`corpus_stats` of every pair, with the BPE model its run trained."""
-    from headlib.data.bpe import BPE
-    from headlib.train.trainer import run_dir
-    return pd.concat([corpus_stats(pair, BPE.load(run_dir(cfg) / "bpe.json")) for pair, cfg in configs.items()],
+    """`corpus_stats` of every pair, with the tokenizer of its run (its BPE, or an imported model's)."""
+    from headlib.train.trainer import run_dir, run_tokenizer
+    return pd.concat([corpus_stats(pair, run_tokenizer(run_dir(cfg))) for pair, cfg in configs.items()],
                      ignore_index=True)

@@ -146,6 +146,11 @@ def over_training(history: list[dict]) -> tuple[pd.DataFrame, dict]:
     head and offset at the first and last evaluation, the number of sentences, and the growth rate
     of that share over the second half (`emergence_rate`), said in words."""
     from IPython.display import Markdown
+    if not any(h.get("heads") for h in history):   # an imported model: no training here to follow
+        return pd.DataFrame(), {**{f"sec5-emerge-{n}-{k}": v for n in ("first", "last") for k, v in (
+            ("step", 0), ("head", "-"), ("share", float("nan")), ("offset", 0))}, "sec5-emerge-sentences": 0,
+            "sec5-emerge-from": 0, "sec5-emerge-slope": float("nan"), "sec5-emerge-verdict": Markdown(
+                "this model was imported, not trained here, so there is no training to follow.")}
     summary = emergence_summary(heads_over_training(history))
     rate = emergence_rate(summary)
     values = {key: value for name, row in (("first", summary.iloc[0]), ("last", summary.iloc[-1])) for key, value in (
@@ -169,6 +174,12 @@ def over_training_figure(history: list[dict]):
     paper's 90% dashed), the largest and mean head confidence, the largest layer-1 rare-token rate."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+    if not any(h.get("heads") for h in history):
+        fig, ax = plt.subplots(figsize=(6, 1))
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "imported model: no training history", ha="center", va="center")
+        plt.close(fig)
+        return fig
     curves = heads_over_training(history)                      # one row per (update, layer, head)
     offsets = [c for c in curves.columns if c.startswith("offset ")]
     by_offset = curves.groupby("step")[offsets].max().reset_index().melt("step", var_name="offset", value_name="share")

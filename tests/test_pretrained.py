@@ -1,0 +1,43 @@
+"""The pretrained profile's pages: Sec. 3-5 of the book run unchanged on an imported Marian model
+(a tiny one saved with save_pretrained here, its SentencePiece tokenizer trained on Multi30k),
+through the profile and the book runner, as they run on a trained one."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from headlib.book import runner as book
+from headlib.data.corpora import load_split
+from test_hub import saved_marian
+
+PAGES = ("03_data_and_models", "04_important_heads", "05_head_functions")
+
+
+@pytest.fixture(scope="module")
+def pretrained_book(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    tmp = tmp_path_factory.mktemp("pretrained")
+    train = load_split("en-de", "train").head(3000)
+    path, _, _ = saved_marian(tmp, [*train.src, *train.tgt], vocab_size=300)
+    mp.setenv("HEADLIB_PRETRAINED", str(path))
+    out = tmp / "book"
+    results = book.run("pretrained", ["en-de"], [1], out, progress=False, notebooks=book.select(PAGES))
+    yield out, results, path
+    mp.undo()
+
+
+def test_sec3_to_5_run_on_the_imported_model(pretrained_book):
+    out, results, path = pretrained_book
+    assert [r.task.nb.name for r in results] == list(PAGES) and {r.status for r in results} == {"executed"}
+    unit = out / "executed" / "en-de" / "seed1"
+    manifests = {name: json.loads((unit / f"{name}.manifest.json").read_text()) for name in PAGES}
+    fingerprints = {m["model"]["fingerprint"] for m in manifests.values()}
+    assert len(fingerprints) == 1 and None not in fingerprints          # every page reads the one imported model
+    assert book.check_manifests(out) == [] and book.check_models(out) == []
+    from headlib.settings import results_dir
+    record = json.loads((results_dir("pretrained", "en-de", 1) / "training_results.json").read_text())
+    assert record["source"] == str(path) and record["stopped"] == "imported" and record["steps"] == 0
+    assert record["fingerprint"] in fingerprints
+    importance = (results_dir("pretrained", "en-de", 1) / "head_importance.csv").read_text().splitlines()
+    assert len(importance) == 1 + 2 * 4                                  # a row per encoder head: 2 layers x 4
