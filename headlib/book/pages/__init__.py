@@ -1,5 +1,6 @@
-"""The book's pages, one module per notebook (`sec3`, `sec4`, `sec5`, `claims`, `seeds`): what each
-page computes, tabulates and plots, as tested functions its notebook calls.
+"""The book's pages, one module per notebook (`sec3`, `sec4`, `sec5`, `pruning` for both Sec. 6
+pages, `beyond`, `claims`, `around`, `seeds`, `domains`): what each page computes, tabulates and
+plots, as tested functions its notebook calls.
 
 Here, what every page shares: its first line (profile, pair, seed, model and weights' fingerprint),
 the other trained models it names (which `headlib.book.runner` records in the page's manifest and
