@@ -197,9 +197,10 @@ def load_pretrained(source: str, check_texts=()) -> tuple[Transformer, MarianTok
     texts = list(check_texts)
     if texts:
         norm = lambda t: " ".join(unicodedata.normalize("NFKC", t).split())
-        lost = [(t, back) for t, back in zip(texts, map(adapter.decode, adapter.encode_batch(texts))) if norm(back) != norm(t)]
+        back = map(adapter.decode, adapter.encode_batch(texts))
+        lost = [(text, got) for text, got in zip(texts, back) if norm(got) != norm(text)]
         if len(lost) > (1 - ROUND_TRIP) * len(texts):
-            raise HubError(f"{source}: its tokenizer does not give back {len(lost)} of {len(texts)} sentences of the pair "
-                           f"(e.g. {lost[0][0]!r} -> {lost[0][1]!r}): is it the model of this language pair?")
+            raise HubError(f"{source}: its tokenizer does not give back {len(lost)} of {len(texts)} sentences of the "
+                           f"pair (e.g. {lost[0][0]!r} -> {lost[0][1]!r}): is it the model of this language pair?")
     return model, adapter
 

@@ -148,7 +148,8 @@ def crosslingual(profile: str, pairs: str, seed: int, n_ntrex: int, heads: int, 
                       "around-compare": ", ".join(profiles), "around-same-init": Markdown(same)}, _done(fig)
 
 
-def lottery(profile: str, pair: str, seed: int, k: int, model, run: dict, out: Path) -> tuple[dict, dict | None, dict, object]:
+def lottery(profile: str, pair: str, seed: int, k: int, model, run: dict,
+            out: Path) -> tuple[dict, dict | None, dict, object]:
     """A6 (Frankle and Carbin; Prasanna et al.): a ticket of `k` encoder heads chosen by confidence early
     in training, rewound and retrained, against Hard Concrete's point with as many heads and its mask
     from scratch (lottery.csv). Returns the ticket, the scratch run (or None), values and figure."""
@@ -188,7 +189,8 @@ def top_heads(importance: pd.DataFrame, per_layer: int, shape: tuple[int, int]) 
     return keep
 
 
-def refined_lrp(model, bpe, pair: str, n: int, importance: pd.DataFrame, per_layer: int, out: Path) -> tuple[dict, object]:
+def refined_lrp(model, bpe, pair: str, n: int, importance: pd.DataFrame, per_layer: int,
+                out: Path) -> tuple[dict, object]:
     """A8 (Chefer et al.-style refinement): source tokens deleted in the order of plain LRP, of LRP
     through each layer's `per_layer` most relevant heads only, and at random; the curves
     (refined_lrp.csv) and their mean areas."""
@@ -212,8 +214,10 @@ def studies(out: Path, pair: str, profiles: dict, ticket: dict, scratch: dict | 
     from IPython.display import Markdown
     table = studies_table(out)
     table.to_csv(out / "around_studies.csv", index=False)
-    models = (other_models([p.record for name, p in profiles.items() if name != pair], "another pair's model (cross-lingual)")
+    others = [p.record for name, p in profiles.items() if name != pair]
+    models = (other_models(others, "another pair's model (cross-lingual)")
               + other_models([ticket["results"]], "lottery ticket")
               + other_models([scratch["results"]] if scratch else [], "trained from scratch with Hard Concrete's mask"))
-    return table, {**{f"around-n-{key}": int((table["verdict"] == verdict).sum()) for key, verdict in VERDICT_KEYS.items()},
-                   OTHER_MODELS: json.dumps(models), "around-other-models": Markdown(other_models_note(models))}
+    counts = {f"around-n-{key}": int((table["verdict"] == verdict).sum()) for key, verdict in VERDICT_KEYS.items()}
+    return table, counts | {OTHER_MODELS: json.dumps(models),
+                            "around-other-models": Markdown(other_models_note(models))}

@@ -12,14 +12,15 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from headlib.analysis.importance import bleu_without_retraining, gradient_importance, keep_top, michel_schedule, random_mask
+from headlib.analysis.importance import (bleu_without_retraining, gradient_importance, keep_top, michel_schedule,
+                                        random_mask)
 from headlib.config import get_config, grids
 from headlib.data.batching import Encoded
 from headlib.data.corpora import Corpus, load_split, main_test_set
 from headlib.pruning.prune import DSP_TAU, PruneConfig
 from headlib.pruning.subset import OVERLAP_DRAWS, subset_overlap
-from headlib.pruning.sweep import (METHOD_ORDER, choice_of_heads_verdict, dev_choice, dev_choice_note, method_comparison,
-                                   method_gaps, points, prune_point, scratch_rows)
+from headlib.pruning.sweep import (METHOD_ORDER, choice_of_heads_verdict, dev_choice, dev_choice_note,
+                                   method_comparison, method_gaps, points, prune_point, scratch_rows)
 from headlib.settings import results_dir
 from headlib.train.trainer import Prepared, prepare_data, trained_model
 
@@ -91,8 +92,9 @@ def importance_measures(b: Beyond) -> tuple[pd.DataFrame, dict[int, dict], int]:
         measures = measures.merge(paper[["layer", "head", "paper"]].rename(columns={"paper": "LRP (paper rule)"}),
                                   on=["layer", "head"])
     if (survival := b.out / "pruning_survival.csv").is_file():
-        measures = measures.merge(pd.read_csv(survival)[["layer", "head", "survives_to_lambda"]]
-                                  .rename(columns={"survives_to_lambda": "Hard Concrete survival"}), on=["layer", "head"])
+        survives = pd.read_csv(survival)[["layer", "head", "survives_to_lambda"]]
+        measures = measures.merge(survives.rename(columns={"survives_to_lambda": "Hard Concrete survival"}),
+                                  on=["layer", "head"])
     dsp = {k: b.fine_tuned(method="dsp", k=k) for k in b.ft_ks}
     k_dsp = min(b.ft_ks, key=lambda k: abs(k - b.shape[0] * b.shape[1] / 2))
     measures[f"DSP logit (k={k_dsp})"] = _per_head(measures, torch.tensor(dsp[k_dsp]["logits"]["enc-self"]))
@@ -118,9 +120,11 @@ def ablation_curves(b: Beyond, measures: pd.DataFrame) -> pd.DataFrame:
     (pruning_orders.csv): one row per (method, heads[, draw])."""
     layers, heads = b.shape
     ordered = measures.sort_values(["layer", "head"])
-    scores = {m: torch.tensor(ordered[m].to_numpy(), dtype=torch.float).view(layers, heads) for m in ("confidence", "LRP")}
+    scores = {m: torch.tensor(ordered[m].to_numpy(), dtype=torch.float).view(layers, heads)
+              for m in ("confidence", "LRP")}
     masks = [(m, keep_top(s, k)) for m, s in scores.items() for k in b.ks]
-    masks += [(f"random {r}", random_mask((layers, heads), k, seed=r)) for r in range(1, b.random_seeds + 1) for k in b.ks]
+    masks += [(f"random {r}", random_mask((layers, heads), k, seed=r))
+              for r in range(1, b.random_seeds + 1) for k in b.ks]
     dev_pairs = Encoded(b.bpe.encode_batch(b.dev.src), b.bpe.encode_batch(b.dev.tgt))
     schedule = michel_schedule(b.model, dev_pairs, step=step(b) / (layers * heads))
     masks += [("gradient (Michel)", m["enc-self"]) for m in schedule if int(m["enc-self"].sum()) in b.ks]
@@ -145,7 +149,8 @@ def curves_values(b: Beyond, curves: pd.DataFrame) -> dict:
     full = curves[(curves["heads"] == b.shape[0] * b.shape[1]) & (curves["method"] == "LRP")]["BLEU"].iloc[0]
     methods = {"lrp": "LRP", "conf": "confidence", "michel": "gradient (Michel)", "random": "random"}
     return {"beyond-step": step(b), "beyond-random-seeds": b.random_seeds, "beyond-k-mid": k_mid,
-            "beyond-full": float(full), **{f"beyond-{key}-mid": float(at.get(m, float("nan"))) for key, m in methods.items()}}
+            "beyond-full": float(full),
+            **{f"beyond-{key}-mid": float(at.get(m, float("nan"))) for key, m in methods.items()}}
 
 
 def curves_figure(curves: pd.DataFrame, test_set: str):
@@ -198,7 +203,8 @@ def methods_values(b: Beyond, ft: pd.DataFrame, spread: float | None) -> dict:
     return {"beyond-ft-steps": b.ft_steps, "beyond-ft-k": int(worst["k"]), "beyond-ft-best": worst["best"],
             "beyond-ft-spread": float(worst["spread"]), "beyond-ft-random-gap": float(worst["random gap"]),
             "beyond-ft-devices": Markdown("; ".join(f"{device}: {pts}" for device, pts in devices.items())),
-            "beyond-ft-gaps": Markdown("; ".join(f"{k} heads: {g:.2f} BLEU" for k, g in zip(gaps["k"], gaps["random gap"]))),
+            "beyond-ft-gaps": Markdown("; ".join(f"{k} heads: {g:.2f} BLEU"
+                                                 for k, g in zip(gaps["k"], gaps["random gap"]))),
             "beyond-ft-verdict": Markdown(choice_of_heads_verdict(ft, spread))}
 
 
@@ -213,15 +219,19 @@ def dsp_settings(b: Beyond) -> tuple[pd.DataFrame, dict]:
     from IPython.display import Markdown
     layers, heads = b.shape
     slow = PruneConfig.gate_lr   # the Hard Concrete gates' learning rate, on DSP's logits
-    lr_runs = [(k, lr, b.fine_tuned(method="dsp", k=k, logit_lr=lr)) for k in b.dsp_lr_ks for lr in (slow, PruneConfig.logit_lr)]
-    overlap = pd.DataFrame([{"k": k, "logit lr": lr, "DSP dev BLEU (greedy)": r["dev_greedy"], "DSP BLEU": r["test_beam"],
+    lr_runs = [(k, lr, b.fine_tuned(method="dsp", k=k, logit_lr=lr))
+               for k in b.dsp_lr_ks for lr in (slow, PruneConfig.logit_lr)]
+    overlap = pd.DataFrame([{"k": k, "logit lr": lr, "DSP dev BLEU (greedy)": r["dev_greedy"],
+                             "DSP BLEU": r["test_beam"],
                              "overlap": subset_overlap(torch.tensor(r["logits"]["enc-self"]), k),
                              "overlap of random subsets": k / (layers * heads)} for k, lr, r in lr_runs])
-    tau_runs = [(k, tau, b.fine_tuned(method="dsp", k=k, tau=tau)) for k in b.dsp_lr_ks for tau in (PruneConfig.tau, DSP_TAU)]
+    tau_runs = [(k, tau, b.fine_tuned(method="dsp", k=k, tau=tau))
+                for k in b.dsp_lr_ks for tau in (PruneConfig.tau, DSP_TAU)]
     return overlap.round(2).set_index(["k", "logit lr"]), {
         "beyond-dsp-lr": PruneConfig.logit_lr, "beyond-dsp-slow-lr": slow, "beyond-dsp-draws": OVERLAP_DRAWS,
         "beyond-dsp-lr-dev": Markdown(dev_choice_note(dev_choice(lr_runs), PruneConfig.logit_lr, "the logits' rate")),
-        "beyond-dsp-tau-dev": Markdown(dev_choice_note(dev_choice(tau_runs), PruneConfig.tau, "the temperature", show_tau)),
+        "beyond-dsp-tau-dev": Markdown(dev_choice_note(dev_choice(tau_runs), PruneConfig.tau, "the temperature",
+                                                       show_tau)),
         "beyond-dsp-paper-tau": show_tau(DSP_TAU), "beyond-dsp-tau": show_tau(PruneConfig.tau)}
 
 
@@ -238,12 +248,13 @@ def speed(out: Path) -> tuple[pd.DataFrame, dict]:
     record = json.loads(bench.read_text())
     rows = record["results"]
     table = pd.DataFrame([{"model": r["config"], **{f"{k} heads": v for k, v in r["heads"].items()},
-                           "parameters": f"{r['parameters'] / 1e6:.2f}M", "encoder forward": f"{r['encode_speedup']:.2f}x",
-                           "beam search": f"{r['beam_speedup']:.2f}x", "same as masked": r["same_translations_as_masked"]}
-                          for r in rows])
+                           "parameters": f"{r['parameters'] / 1e6:.2f}M",
+                           "encoder forward": f"{r['encode_speedup']:.2f}x", "beam search": f"{r['beam_speedup']:.2f}x",
+                           "same as masked": r["same_translations_as_masked"]} for r in rows])
     at12 = next(r for r in rows if r["config"] == "enc-self 12")
     return table, {"beyond-speed-source": Markdown(f"`benchmarks/shrink_speed.py`, {record.get('threads', 1)} thread, "
                                                    f"`{bench.relative_to(out.parents[3])}`"),
-                   "beyond-speed-set": record.get("test_set", "the test set"), "beyond-speed-k": at12["heads"]["enc-self"],
+                   "beyond-speed-set": record.get("test_set", "the test set"),
+                   "beyond-speed-k": at12["heads"]["enc-self"],
                    "beyond-speed-of": rows[0]["heads"]["enc-self"], "beyond-speed-enc": at12["encode_speedup"],
                    "beyond-speed-beam": at12["beam_speedup"]}

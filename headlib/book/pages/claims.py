@@ -38,7 +38,8 @@ def verdict_values(table: pd.DataFrame) -> dict:
     cites them) and how many claims got each verdict (`claims-n-holds`, ...)."""
     values = {key: value for row in table.itertuples() for key, value in (
         (f"claims-{row.claim.lower()}-ours", row.ours), (f"claims-{row.claim.lower()}-verdict", row.verdict))}
-    return values | {f"claims-n-{name}": int((table["verdict"] == verdict).sum()) for name, verdict in VERDICT_KEYS.items()}
+    counts = {f"claims-n-{name}": int((table["verdict"] == verdict).sum()) for name, verdict in VERDICT_KEYS.items()}
+    return values | counts
 
 
 def pairs_with_results(out: Path, seed: int) -> list[str]:

@@ -16,7 +16,8 @@ from headlib.studies.domains import (NEWS, TATOEBA, DomainConfig, function_count
 def intro_text(news: dict, tatoeba: dict, cfg: DomainConfig, profile: str, seed: int) -> str:
     """What the page analyses (Markdown): the held-out sentences of each domain."""
     return (f"Profile `{profile}`, seed {seed}; {news['n_sentences']:,} held-out news sentences ({ENRU_DEV}) and "
-            f"{tatoeba['n_sentences']:,} held-out Tatoeba sentences for Sec. 5, the first {cfg.n_lrp:,} of each for LRP.")
+            f"{tatoeba['n_sentences']:,} held-out Tatoeba sentences for Sec. 5, the first {cfg.n_lrp:,} of each "
+            "for LRP.")
 
 
 def quality_text(news: dict, tatoeba: dict, beam: int) -> str:
@@ -24,13 +25,13 @@ def quality_text(news: dict, tatoeba: dict, beam: int) -> str:
     (n_news, words_news), (n_tatoeba, words_tatoeba) = training_size(NEWS), training_size(TATOEBA)
     return (f"Test BLEU (beam {beam}): the news model {news['bleu']['newstest2019-2020']:.2f} on newstest2019-2020 and "
             f"{news['bleu']['tatoeba-heldout']:.2f} on held-out Tatoeba; the Tatoeba model "
-            f"{tatoeba['bleu']['tatoeba-heldout']:.2f} on held-out Tatoeba (the paper: {paper_models()}). The news part "
-            f"holds {n_news:,} pairs of long sentences ({words_news:.1f} English words on average) and the Tatoeba part "
-            f"{n_tatoeba:,} short ones ({words_tatoeba:.1f} words): far too little news for a model trained from "
-            "scratch, so the news model's heads are those of a model that has not learned to translate news, and what "
-            "this page says about the news domain is limited by that. Tatoeba repeats sentences with other "
-            f"translations: {shared_sources(TATOEBA, 'tatoeba-heldout'):.0%} of the held-out Tatoeba English sentences "
-            "also occur in the Tatoeba training data (the held-out pairs themselves do not).")
+            f"{tatoeba['bleu']['tatoeba-heldout']:.2f} on held-out Tatoeba (the paper: {paper_models()}). The news "
+            f"part holds {n_news:,} pairs of long sentences ({words_news:.1f} English words on average) and the "
+            f"Tatoeba part {n_tatoeba:,} short ones ({words_tatoeba:.1f} words): far too little news for a model "
+            "trained from scratch, so the news model's heads are those of a model that has not learned to translate "
+            "news, and what this page says about the news domain is limited by that. Tatoeba repeats sentences with "
+            f"other translations: {shared_sources(TATOEBA, 'tatoeba-heldout'):.0%} of the held-out Tatoeba English "
+            "sentences also occur in the Tatoeba training data (the held-out pairs themselves do not).")
 
 
 def functions_text(news: dict, tatoeba: dict, margin: float) -> str:
@@ -77,7 +78,8 @@ def adaptation_values(table: pd.DataFrame, cfg: DomainConfig) -> dict:
     return {"adapt-steps": f"{cfg.adapt.steps:,}", "adapt-lr": f"{cfg.adapt.lr:g}", "adapt-k": f"{cfg.adapt.k}",
             "adapt-n-news": f"{cfg.n_forgetting:,}",
             "adapt-n-tatoeba": f"{len(load_split(TATOEBA, 'tatoeba-heldout').head(cfg.n_target)):,}",
-            "adapt-bleu-none": float(by_way.loc["none", "tatoeba"]), "adapt-bleu-all": float(by_way.loc["all", "tatoeba"]),
+            "adapt-bleu-none": float(by_way.loc["none", "tatoeba"]),
+            "adapt-bleu-all": float(by_way.loc["all", "tatoeba"]),
             "adapt-bleu-alps": float(by_way.loc[alps, "tatoeba"]),
             "adapt-bleu-random": float(by_way.loc[by_way.index.str.startswith("random"), "tatoeba"].mean()),
             "adapt-alps-share": float(by_way.loc[alps, "updated share"])}
@@ -87,7 +89,8 @@ def weight_shift(profile: str, seed: int, cfg: DomainConfig) -> tuple[pd.DataFra
     """The relative weight change of every head in the all-parameter adaptation (rows: kind, layer,
     head, shift) and the heads ALPS chose, as (kind, layer, head), from the adaptation's records."""
     out = results_dir(profile, NEWS, seed) / "adaptation"
-    shift = pd.DataFrame(json.loads((out / "all.json").read_text())["shift"], columns=["kind", "layer", "head", "shift"])
+    shift = pd.DataFrame(json.loads((out / "all.json").read_text())["shift"],
+                         columns=["kind", "layer", "head", "shift"])
     chosen = {tuple(h) for h in json.loads((out / f"alps-k{cfg.adapt.k}.json").read_text())["heads"]}
     return shift, chosen
 

@@ -66,7 +66,8 @@ def sweep(profile: str, pair: str, seed: int, setting: str, lambdas: str = "", f
     rows = pruning_curve(model, data, SETTINGS[setting], lams, steps, seed, pair, alpha, beam, out, method=curve,
                          path_share=grid.path_share)
     checked = _numbers(validate) or validation_lambdas(lams, grid.validation_points)
-    validation = validate_curve(model, data, rows, checked, steps, seed, pair, alpha, beam, out) if curve == "path" else None
+    validation = (validate_curve(model, data, rows, checked, steps, seed, pair, alpha, beam, out)
+                  if curve == "path" else None)
     plan = scratch_plan(rows, _numbers(scratch_heads, int) or list(grid.scratch_heads(setting)), run["steps"], setting)
     scratch = [scratch_point(profile, pair, seed, spec, budget, out) for spec, budget in plan[:-1]]
     control = scratch_point(profile, pair, seed, *plan[-1], out)
@@ -78,7 +79,8 @@ def setup_values(s: Sweep) -> dict:
     budgets, and the models they read besides their own (names, fingerprints: `OTHER_MODELS`)."""
     from IPython.display import Markdown
     p = PREFIX[s.setting]
-    models = other_models([r["results"] for r in [*s.scratch, s.control]], "trained from scratch with a fixed head mask")
+    models = other_models([r["results"] for r in [*s.scratch, s.control]],
+                          "trained from scratch with a fixed head mask")
     curve = ("the continuation path: one fine-tuning whose lambda steps up the grid, "
              f"{s.rows[0]['path_updates']} updates at each lambda, each lambda starting from the previous lambda's "
              "gated model" if s.curve == "path" else
@@ -97,7 +99,8 @@ def validation_values(s: Sweep) -> tuple[pd.DataFrame | None, dict]:
     p = PREFIX[s.setting]
     if s.validation is None:
         return None, {f"{p}-validation-verdict": Markdown("This page's points are independent fine-tunings."),
-                      **{f"{p}-{key}": 0 for key in ("path-updates", "independent-updates", "update-ratio", "n-validated")}}
+                      **{f"{p}-{key}": 0
+                         for key in ("path-updates", "independent-updates", "update-ratio", "n-validated")}}
     checks = pd.DataFrame(s.validation["points"])
     failed = checks[~(checks["heads_agree"] & checks["bleu_agrees"])]
     verdict = (f"**The path agrees with the independent fine-tunings at all {len(checks)} lambdas**, so the curve "
@@ -187,8 +190,9 @@ def survivors_figure(s: Sweep, heads: pd.DataFrame):
     import matplotlib.pyplot as plt
     import seaborn as sns
     relevance = heads.pivot(index="layer", columns="head", values="relevance")
-    labels = heads.assign(label=heads["functions"].where(heads["specialized"]).map(
-        lambda f: short_functions(f) if isinstance(f, str) else "")).pivot(index="layer", columns="head", values="label")
+    named = heads["functions"].where(heads["specialized"]).map(
+        lambda f: short_functions(f) if isinstance(f, str) else "")
+    labels = heads.assign(label=named).pivot(index="layer", columns="head", values="label")
     panels = list({r["retained"]["enc-self"]: r for r in s.rows if r["retained"]["enc-self"] > 0}.values())
     cols = min(4, len(panels))
     fig, axes = plt.subplots(-(-len(panels) // cols), cols, figsize=(2.6 * cols, 2.4 * -(-len(panels) // cols)),
@@ -231,7 +235,8 @@ def all_table(s: Sweep) -> pd.DataFrame:
     none), written to pruning_all_attention.csv."""
     table = sweep_table(s.rows, s.full)
     table.insert(4, "total heads", table[[f"{k} heads" for k in KINDS]].sum(axis=1))
-    table[["from scratch", "pruned - scratch"]] = pruned_vs_scratch(s.rows, s.scratch)[["from scratch", "pruned - scratch"]]
+    versus = pruned_vs_scratch(s.rows, s.scratch)
+    table[["from scratch", "pruned - scratch"]] = versus[["from scratch", "pruned - scratch"]]
     table.to_csv(s.out.parent / "pruning_all_attention.csv", index=False)
     return table
 

@@ -323,11 +323,12 @@ def norm_values(trial: pd.DataFrame, norm: str) -> dict:
     from IPython.display import Markdown
     chosen = norm_choice(trial)
     ranked = sorted(chosen["dev"].items(), key=lambda kv: -kv[1])
-    return {"sec3-norm-choice": Markdown(f"**{chosen['chosen']}**: " + " against ".join(
-                f"{bleu:.2f} ({name})" for name, bleu in ranked) + f" dev BLEU (greedy) at update {chosen['update']:,}"),
-            "sec3-norm-verdict": Markdown("The profile's placement is the one dev chooses, and the recipe is frozen with it."
-                                          if chosen["chosen"] == f"{norm}-LN" else
-                                          f"The profile's {norm}-LN is not the placement dev chooses.")}
+    scores = " against ".join(f"{bleu:.2f} ({name})" for name, bleu in ranked)
+    verdict = ("The profile's placement is the one dev chooses, and the recipe is frozen with it."
+               if chosen["chosen"] == f"{norm}-LN" else f"The profile's {norm}-LN is not the placement dev chooses.")
+    return {"sec3-norm-choice": Markdown(f"**{chosen['chosen']}**: {scores} dev BLEU (greedy) at update "
+                                         f"{chosen['update']:,}"),
+            "sec3-norm-verdict": Markdown(verdict)}
 
 
 def test_values(results: dict[str, dict]) -> dict:
@@ -340,8 +341,9 @@ def test_values(results: dict[str, dict]) -> dict:
                 values[f"sec3-{pair}-bleu-{kind}-{name}"] = float(t[kind]["bleu"])
                 values[f"sec3-{pair}-chrf-{kind}-{name}"] = float(t[kind]["chrf"])
         main = main_test_set(pair)
-        values |= {f"sec3-{pair}-main-test-set": main, f"sec3-{pair}-bleu-beam-main": float(r["test"][main]["beam"]["bleu"]),
-                   f"sec3-{pair}-signature": r["test"][main]["beam"]["bleu_signature"]}
+        beam = r["test"][main]["beam"]
+        values |= {f"sec3-{pair}-main-test-set": main, f"sec3-{pair}-bleu-beam-main": float(beam["bleu"]),
+                   f"sec3-{pair}-signature": beam["bleu_signature"]}
     return values
 
 
