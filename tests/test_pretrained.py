@@ -41,3 +41,18 @@ def test_sec3_to_5_run_on_the_imported_model(pretrained_book):
     assert record["fingerprint"] in fingerprints
     importance = (results_dir("pretrained", "en-de", 1) / "head_importance.csv").read_text().splitlines()
     assert len(importance) == 1 + 2 * 4                                  # a row per encoder head: 2 layers x 4
+
+
+def test_the_pretrained_book_builds_strictly_and_renders_cleanly(pretrained_book):
+    from headlib.book import browse
+    out, _, _ = pretrained_book
+    intro = (out / "intro.md").read_text()
+    assert intro.startswith("# headlib: the pretrained profile") and not (out / "reproduce.md").exists()
+    assert book.check(out) == []
+    build = book.build(out)
+    assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
+    html = out / "_build" / "html"
+    with browse.serve(html) as base, browse.chromium() as browser:
+        report = browse.check_site(browser, base, html, prefix="pretrained-")
+    assert {f"executed/en-de/seed1/{page}.html" for page in PAGES} <= set(report.pages)
+    assert report.images > 0 and not report.problems, "\n".join(report.problems)
