@@ -10,6 +10,8 @@ class DigitBPE:
     def encode_batch(self, texts):
         return [[int(w[1:]) for w in t.split()] for t in texts]
 
+    encode_targets = encode_batch
+
     def decode(self, ids):
         return " ".join(f"w{i}" for i in ids)
 

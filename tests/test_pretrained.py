@@ -1,6 +1,7 @@
-"""The pretrained profile's pages: Sec. 3-5 of the book run unchanged on an imported Marian model
+"""The pretrained profile's pages: Sec. 3-6 of the book run unchanged on an imported Marian model
 (a tiny one saved with save_pretrained here, its SentencePiece tokenizer trained on Multi30k),
-through the profile and the book runner, as they run on a trained one."""
+through the profile and the book runner, as they run on a trained one; Sec. 6 fine-tunes it with
+gates on the pair's shared data and trains nothing from scratch."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,8 @@ from headlib.book import runner as book
 from headlib.data.corpora import load_split
 from test_hub import saved_marian
 
-PAGES = ("03_data_and_models", "04_important_heads", "05_head_functions")
+PAGES = ("03_data_and_models", "04_important_heads", "05_head_functions", "06_pruning_encoder",
+         "07_pruning_all_attention")
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +43,9 @@ def test_sec3_to_5_run_on_the_imported_model(pretrained_book):
     assert record["fingerprint"] in fingerprints
     importance = (results_dir("pretrained", "en-de", 1) / "head_importance.csv").read_text().splitlines()
     assert len(importance) == 1 + 2 * 4                                  # a row per encoder head: 2 layers x 4
+    pruning = results_dir("pretrained", "en-de", 1) / "pruning"
+    assert (pruning / "enc-self-path-validation.json").is_file() and not list(pruning.glob("scratch-*.json"))
+    assert "not the data it was trained on" in (unit / "06_pruning_encoder.ipynb").read_text()
 
 
 def test_the_pretrained_book_builds_strictly_and_renders_cleanly(pretrained_book):

@@ -89,7 +89,7 @@ def teacher_forced_attention(model, bpe, corpus: Corpus, n: int = 200) -> list[d
     model.eval()
     maps = []
     for src_text, tgt_text in list(zip(corpus.src, corpus.tgt))[:n]:
-        s, t = bpe.encode_batch([src_text])[0], bpe.encode_batch([tgt_text])[0]
+        s, t = bpe.encode_batch([src_text])[0], bpe.encode_targets([tgt_text])[0]
         src = source_tensor([s])
         tgt_in = torch.tensor([[BOS_ID] + t])
         _, w = model(src, tgt_in, return_attention=True)

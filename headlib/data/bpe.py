@@ -37,6 +37,11 @@ class BPE:
     def encode_batch(self, texts) -> list[list[int]]:
         return [e.ids for e in self.tok.encode_batch(list(texts), add_special_tokens=False)]
 
+    def encode_targets(self, texts) -> list[list[int]]:
+        """Target-side texts as ids: with one joint BPE, as `encode_batch` (a pretrained model's
+        tokenizer may split targets with a model of their own)."""
+        return self.encode_batch(texts)
+
     def pieces(self, text: str) -> list[str]:
         return self.tok.encode(text, add_special_tokens=False).tokens
 

@@ -142,6 +142,11 @@ class MarianTokenizerAdapter:
         marian = self.tok(list(texts), add_special_tokens=False)["input_ids"]
         return [self.ids.from_marian(torch.tensor(m, dtype=torch.long)).tolist() for m in marian]
 
+    def encode_targets(self, texts) -> list[list[int]]:
+        """Target-side texts with the target SentencePiece model (teacher forcing, fine-tuning)."""
+        marian = self.tok(text_target=list(texts), add_special_tokens=False)["input_ids"]
+        return [self.ids.from_marian(torch.tensor(m, dtype=torch.long)).tolist() for m in marian]
+
     def encode(self, text: str) -> list[int]:
         return self.encode_batch([text])[0]
 

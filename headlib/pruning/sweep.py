@@ -562,7 +562,8 @@ def enrichment(rows: list[dict], heads: pd.DataFrame, kind: str = "enc-self") ->
                     "relevance pruned": heads.loc[~kept, "relevance"].mean(),
                     "Mann-Whitney p": mannwhitneyu(heads.loc[kept, "relevance"], heads.loc[~kept, "relevance"],
                                                    alternative="greater").pvalue})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=["lambda", "retained", "specialized retained", "specialized pruned", "Fisher p",
+                                      "relevance retained", "relevance pruned", "Mann-Whitney p"])
 
 
 def main(argv=None) -> None:

@@ -55,15 +55,19 @@ class Prepared:
 
 
 def prepare_data(cfg: Config) -> Prepared:
+    """The pair's training pairs as ids (and its dev pairs, its tokenizer, the source pieces'
+    frequencies): with the joint BPE learned on them, or with an imported model's own tokenizer
+    (the pretrained profile, whose model must have been imported first)."""
     train = load_split(cfg.data.pair, "train").head(cfg.data.train_limit)
     dev = load_split(cfg.data.pair, "dev").head(cfg.data.dev_limit)
-    bpe = cached_bpe(train.src, train.tgt, cfg.data.bpe_vocab)
+    bpe = (run_tokenizer(run_dir(cfg)) if cfg.profile == pretrained.PROFILE else
+           cached_bpe(train.src, train.tgt, cfg.data.bpe_vocab))
     return Prepared(bpe, encode_corpus(bpe, train, cfg.data.max_len), dev, piece_frequencies(bpe, train.src))
 
 
 def encode_corpus(bpe: BPE, corpus: Corpus, max_len: int) -> Encoded:
     """The pairs of `corpus` as BPE ids, without pairs that have a side longer than `max_len`."""
-    src, tgt = bpe.encode_batch(corpus.src), bpe.encode_batch(corpus.tgt)
+    src, tgt = bpe.encode_batch(corpus.src), bpe.encode_targets(corpus.tgt)
     keep = [i for i in range(len(src)) if 0 < len(src[i]) <= max_len and 0 < len(tgt[i]) <= max_len]
     return Encoded([src[i] for i in keep], [tgt[i] for i in keep])
 

@@ -46,6 +46,10 @@ class Beyond:
     ft_steps: int             # fine-tuning updates of every fine-tuned method (Sec. 6's budget)
     random_seeds: int         # random masks per head count
 
+    def dev_pairs(self) -> Encoded:
+        """The dev pairs as ids, for gradient importance."""
+        return Encoded(self.bpe.encode_batch(self.dev.src), self.bpe.encode_targets(self.dev.tgt))
+
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(self.model.head_mask("enc-self").shape)
@@ -84,9 +88,8 @@ def importance_measures(b: Beyond) -> tuple[pd.DataFrame, dict[int, dict], int]:
     fine-tuned head count nearest half the heads. Returns the table, DSP's points by head count
     and that head count."""
     importance = pd.read_csv(b.out / "head_importance.csv")
-    dev_pairs = Encoded(b.bpe.encode_batch(b.dev.src), b.bpe.encode_batch(b.dev.tgt))
     measures = importance[["layer", "head", "confidence", "relevance"]].rename(columns={"relevance": "LRP"})
-    measures["gradient (Michel)"] = _per_head(measures, gradient_importance(b.model, dev_pairs)["enc-self"])
+    measures["gradient (Michel)"] = _per_head(measures, gradient_importance(b.model, b.dev_pairs())["enc-self"])
     rules = b.out / "lrp_rules.csv"
     if rules.is_file() and "paper" in (paper := pd.read_csv(rules)).columns:
         measures = measures.merge(paper[["layer", "head", "paper"]].rename(columns={"paper": "LRP (paper rule)"}),
@@ -125,8 +128,7 @@ def ablation_curves(b: Beyond, measures: pd.DataFrame) -> pd.DataFrame:
     masks = [(m, keep_top(s, k)) for m, s in scores.items() for k in b.ks]
     masks += [(f"random {r}", random_mask((layers, heads), k, seed=r))
               for r in range(1, b.random_seeds + 1) for k in b.ks]
-    dev_pairs = Encoded(b.bpe.encode_batch(b.dev.src), b.bpe.encode_batch(b.dev.tgt))
-    schedule = michel_schedule(b.model, dev_pairs, step=step(b) / (layers * heads))
+    schedule = michel_schedule(b.model, b.dev_pairs(), step=step(b) / (layers * heads))
     masks += [("gradient (Michel)", m["enc-self"]) for m in schedule if int(m["enc-self"].sum()) in b.ks]
     curves = pd.DataFrame(bleu_without_retraining(b.model, b.bpe, b.test, masks))
     curves["method"] = curves["method"].str.replace(r"random \d+", "random", regex=True)

@@ -25,9 +25,13 @@ from headlib.pruning.sweep import (SETTINGS, encoder_first_cross_last, enrichmen
                                    validation_lambdas)
 from headlib.settings import results_dir
 from headlib.train.records import recorded_model
+from headlib.train import pretrained
 from headlib.train.trainer import prepare_data
 
 PREFIX = {"encoder": "sec6", "all": "sec63"}
+DATA_NOTE = ("**This model was imported, not trained here** (the `pretrained` profile): it is fine-tuned with gates "
+             "on the pair's shared training data, which is not the data it was trained on, and it has no "
+             "recipe to train from scratch with, so this page has no from-scratch runs.")
 
 
 @dataclass
@@ -42,7 +46,8 @@ class Sweep:
     validation: dict | None   # the path against independent fine-tunings (None for independent points)
     budgets: list[int]        # the from-scratch runs' matched budgets (updates)
     scratch: list[dict]       # from scratch with the masks of the plan's points
-    control: dict             # from scratch with all heads, at the first run's budget
+    control: dict | None      # from scratch with all heads, at the first run's budget (None: an imported model,
+                              # which has no recipe to train from scratch with)
 
 
 def _numbers(text: str, kind=float) -> list | None:
@@ -68,10 +73,17 @@ def sweep(profile: str, pair: str, seed: int, setting: str, lambdas: str = "", f
     checked = _numbers(validate) or validation_lambdas(lams, grid.validation_points)
     validation = (validate_curve(model, data, rows, checked, steps, seed, pair, alpha, beam, out)
                   if curve == "path" else None)
+    if profile == pretrained.PROFILE:
+        return Sweep(setting, run, out, steps, curve, full, rows, validation, [], [], None)
     plan = scratch_plan(rows, _numbers(scratch_heads, int) or list(grid.scratch_heads(setting)), run["steps"], setting)
     scratch = [scratch_point(profile, pair, seed, spec, budget, out) for spec, budget in plan[:-1]]
     control = scratch_point(profile, pair, seed, *plan[-1], out)
     return Sweep(setting, run, out, steps, curve, full, rows, validation, [b for _, b in plan[:-1]], scratch, control)
+
+
+def trained_from_scratch(s: Sweep) -> list[dict]:
+    """The sweep's from-scratch runs, the all-heads control last (none for an imported model)."""
+    return [*s.scratch, s.control] if s.control is not None else []
 
 
 def setup_values(s: Sweep) -> dict:
@@ -79,16 +91,17 @@ def setup_values(s: Sweep) -> dict:
     budgets, and the models they read besides their own (names, fingerprints: `OTHER_MODELS`)."""
     from IPython.display import Markdown
     p = PREFIX[s.setting]
-    models = other_models([r["results"] for r in [*s.scratch, s.control]],
-                          "trained from scratch with a fixed head mask")
+    models = other_models([r["results"] for r in trained_from_scratch(s)], "trained from scratch with a fixed head mask")
     curve = ("the continuation path: one fine-tuning whose lambda steps up the grid, "
              f"{s.rows[0]['path_updates']} updates at each lambda, each lambda starting from the previous lambda's "
              "gated model" if s.curve == "path" else
              f"one independent fine-tuning of {s.steps} updates per lambda from the converged model")
     return {f"{p}-steps": s.steps, f"{p}-budget": s.run["steps"],
-            f"{p}-devices": ", ".join(sorted({r["device"] for r in [s.full, *s.rows, *s.scratch, s.control]})),
-            f"{p}-curve": Markdown(curve), f"{p}-scratch-budgets": ", ".join(f"{b:,}" for b in s.budgets),
-            f"{p}-full-bleu": s.full["test_beam"], f"{p}-control-bleu": s.control["test_beam"],
+            f"{p}-devices": ", ".join(sorted({r["device"] for r in [s.full, *s.rows, *trained_from_scratch(s)]})),
+            f"{p}-curve": Markdown(curve), f"{p}-scratch-budgets": ", ".join(f"{b:,}" for b in s.budgets) or "none",
+            f"{p}-full-bleu": s.full["test_beam"],
+            f"{p}-control-bleu": s.control["test_beam"] if s.control is not None else float("nan"),
+            f"{p}-data": Markdown(DATA_NOTE if s.control is None else ""),
             OTHER_MODELS: json.dumps(models), f"{p}-other-models": Markdown(other_models_note(models))}
 
 
@@ -148,10 +161,11 @@ def bleu_vs_heads_figure(s: Sweep, table: pd.DataFrame):
     ax.plot(table["enc-self heads"], table["BLEU"], "o-", label="pruned (fine-tuned with gates)")
     ax.axhline(s.full["test_beam"], color="k", ls="--", lw=1, label="unpruned")
     ax.axhline(s.rows[0]["test_beam"], color="grey", ls=":", lw=1, label="fine-tuned, no head closed")
-    ax.plot([r["retained"]["enc-self"] for r in s.scratch], [r["test_beam"] for r in s.scratch], "s", color="C3",
-            label="from scratch with the mask")
-    ax.plot([s.control["retained"]["enc-self"]], [s.control["test_beam"]], "D", color="C2",
-            label="from scratch, all heads")
+    if s.control is not None:
+        ax.plot([r["retained"]["enc-self"] for r in s.scratch], [r["test_beam"] for r in s.scratch], "s", color="C3",
+                label="from scratch with the mask")
+        ax.plot([s.control["retained"]["enc-self"]], [s.control["test_beam"]], "D", color="C2",
+                label="from scratch, all heads")
     ax.set(xlabel="encoder heads left", ylabel=f"BLEU ({s.full['test_set']})")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -165,6 +179,9 @@ def encoder_scratch(s: Sweep, spread: float | None) -> tuple[pd.DataFrame, dict]
     with one seed, when any positive difference counts)."""
     from IPython.display import Markdown
     versus = scratch_table(s.rows, s.scratch)
+    if s.control is None:
+        return versus, {"sec6-seed-spread": "not measured", "sec6-scratch-verdict": Markdown(
+            "not measured: an imported model has no recipe to train from scratch with.")}
     versus.to_csv(s.out.parent / "pruning_encoder_scratch.csv", index=False)
     beyond = int((versus["pruned - scratch"] > (spread or 0.0)).sum())
     return versus, {
@@ -194,6 +211,12 @@ def survivors_figure(s: Sweep, heads: pd.DataFrame):
         lambda f: short_functions(f) if isinstance(f, str) else "")
     labels = heads.assign(label=named).pivot(index="layer", columns="head", values="label")
     panels = list({r["retained"]["enc-self"]: r for r in s.rows if r["retained"]["enc-self"] > 0}.values())
+    if not panels:
+        fig, ax = plt.subplots(figsize=(6, 1))
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no point keeps an encoder head open", ha="center", va="center")
+        plt.close(fig)
+        return fig
     cols = min(4, len(panels))
     fig, axes = plt.subplots(-(-len(panels) // cols), cols, figsize=(2.6 * cols, 2.4 * -(-len(panels) // cols)),
                              squeeze=False)

@@ -68,7 +68,7 @@ def corpus_stats(pair: str, bpe) -> pd.DataFrame:
             "words (src)": mean_words(c.src),
             "words (tgt)": mean_words(c.tgt),
             "BPE pieces (src)": _mean([len(ids) for ids in bpe.encode_batch(c.src)]),
-            "BPE pieces (tgt)": _mean([len(ids) for ids in bpe.encode_batch(c.tgt)]),
+            "BPE pieces (tgt)": _mean([len(ids) for ids in bpe.encode_targets(c.tgt)]),
             "BPE vocab": bpe.vocab_size,
         })
     return pd.DataFrame(rows)
