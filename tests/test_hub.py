@@ -3,25 +3,10 @@ give the same logits, token for token, and the same greedy translation."""
 import pytest
 import torch
 import transformers  # pinned in requirements.txt: a missing one fails here rather than skipping the test
+from marian_helpers import SENTENCES, marian, marian_tokenizer, saved_marian
 
 from headlib.nn.decode import greedy
 from headlib.nn.hub import MarianIds, from_marian
-
-
-def marian(vocab_size=60):
-    config = transformers.MarianConfig(
-        vocab_size=vocab_size, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-        pad_token_id=vocab_size - 1, eos_token_id=0, decoder_start_token_id=vocab_size - 1, activation_function="swish",
-        scale_embedding=True, share_encoder_decoder_embeddings=True)
-    torch.manual_seed(0)
-    model = transformers.MarianMTModel(config).eval()
-    with torch.no_grad():   # non-zero biases everywhere, so that every mapped tensor matters
-        model.final_logits_bias.uniform_(-1, 1)
-        for name, p in model.named_parameters():
-            if name.endswith("bias") or "layer_norm" in name:
-                p.add_(torch.rand_like(p) * 0.2 - 0.1)
-    return model
 
 
 def test_id_map_is_a_bijection_with_pad_twice():
@@ -64,29 +49,6 @@ def test_an_unknown_position_layout_is_refused():
         get_config("cpu", ["model.positions=spiral"])
 
 
-SENTENCES = ["a small dog runs on the grass .", "two men play music in the street .",
-             "a woman in a red coat is reading a book .", "children are playing with a ball near the water ."]
-
-
-def marian_tokenizer(tmp_path, sentences=SENTENCES * 20, vocab_size=40):
-    """A MarianTokenizer over tiny SentencePiece models trained here (no download)."""
-    import json
-
-    import sentencepiece as spm
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_prefix=str(tmp_path / "sp"),
-                                   vocab_size=vocab_size, character_coverage=1.0, minloglevel=2)
-    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model"))
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-    vocab = {"</s>": 0, "<unk>": 1}
-    for piece in pieces:
-        vocab.setdefault(piece, len(vocab))
-    vocab["<pad>"] = len(vocab)
-    (tmp_path / "vocab.json").write_text(json.dumps(vocab))
-    tok = transformers.MarianTokenizer(source_spm=str(tmp_path / "sp.model"), target_spm=str(tmp_path / "sp.model"),
-                                       vocab=str(tmp_path / "vocab.json"))
-    return tok, vocab
-
-
 def test_tokenizer_adapter_round_trips_and_translates_like_marian(tmp_path, monkeypatch):
     from headlib.nn.decode import translate
     from headlib.nn.hub import MarianTokenizerAdapter
@@ -108,19 +70,6 @@ def test_tokenizer_adapter_round_trips_and_translates_like_marian(tmp_path, monk
     expected = tok.batch_decode(out, skip_special_tokens=True)
     monkeypatch.setattr("headlib.nn.decode.max_length", lambda src, model: 8)     # generate's max_new_tokens
     assert translate(ours, adapter, SENTENCES) == expected
-
-
-def saved_marian(tmp_path, sentences=SENTENCES * 20, vocab_size=40, **config):
-    """A tiny MarianMTModel and its MarianTokenizer saved as `save_pretrained` does (no download)."""
-    (tmp_path / "spm").mkdir(parents=True)
-    tok, vocab = marian_tokenizer(tmp_path / "spm", sentences, vocab_size)
-    theirs = marian(len(vocab))
-    for key, value in config.items():
-        setattr(theirs.config, key, value)
-    theirs.config.pad_token_id = theirs.config.decoder_start_token_id = vocab["<pad>"]
-    theirs.save_pretrained(tmp_path / "model")
-    tok.save_pretrained(tmp_path / "model")
-    return tmp_path / "model", theirs, tok
 
 
 def test_a_saved_marian_model_loads_with_marians_logits_and_greedy_output(tmp_path):

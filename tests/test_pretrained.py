@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from marian_helpers import saved_marian
 
 from headlib.book import runner as book
 from headlib.data.corpora import load_split
-from test_hub import saved_marian
 
 PAGES = ("03_data_and_models", "04_important_heads", "05_head_functions", "06_pruning_encoder",
          "07_pruning_all_attention")
