@@ -3,7 +3,8 @@ and a verdict by a stated criterion. The Claims page of the book is this table.
 
 The criteria are ours (the paper states its claims in words); each is written next to its claim
 so that a reader can disagree with it. A claim whose tables are missing (e.g. a pair that was not
-pruned) is "not measured".
+pruned) is "not measured"; a claim about a model that does not translate (`MIN_BLEU`), or with
+nothing to measure, is "not assessable": its heads say nothing of the paper's claims either way.
 """
 from __future__ import annotations
 
@@ -17,9 +18,17 @@ from scipy.stats import spearmanr
 from headlib.analysis.heads import RARE_MARGIN, layer_summary, rare_word_candidate
 from headlib.train.records import pair_training_table
 
-HOLDS, FAILS, PARTLY, MISSING = "holds", "does not hold", "partly", "not measured"
+HOLDS, FAILS, PARTLY, MISSING, UNASSESSABLE = "holds", "does not hold", "partly", "not measured", "not assessable"
 VERDICT_STYLE = {HOLDS: "background-color: #d9f2d9", PARTLY: "background-color: #fff2cc",
-                 FAILS: "background-color: #f8d7da", MISSING: "color: #888"}
+                 FAILS: "background-color: #f8d7da", MISSING: "color: #888", UNASSESSABLE: "color: #888"}
+# The pages' glue keys of the verdicts (`claims-n-holds`, `around-n-unassessable`, ...).
+VERDICT_KEYS = {"holds": HOLDS, "partly": PARTLY, "fails": FAILS, "missing": MISSING, "unassessable": UNASSESSABLE}
+
+# A model under this BLEU (beam, on its pair's main test set) does not translate: what its heads do is
+# no test of the paper's claims, so its verdicts are "not assessable" (under 10 BLEU a translation is
+# "almost useless": Google Cloud Translation's guide to BLEU scores). Every trained model of the study
+# is either under 3 or over 20 BLEU (Sec. 3; the Domains page), so the verdicts do not hang on the line.
+MIN_BLEU = 10.0
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,29 @@ class Claim:
     criterion: str                 # how we decide
     measure: Callable[[Path], tuple[str, str]]   # results dir -> (our value, verdict)
     pages: tuple[str, ...] = ()    # the notebooks that write the tables `measure` reads
+    of_the_model: bool = True      # about the results dir's own model, so judged only if it translates
+
+    def judge(self, out: Path) -> tuple[str, str]:
+        """Our value and verdict for the results dir `out`: `measure`'s, unless the claim is about a
+        model (`of_the_model`) that does not translate (`model_bleu` under `MIN_BLEU`)."""
+        ours, verdict = self.measure(Path(out))
+        bleu = model_bleu(out) if self.of_the_model else None
+        if bleu is not None and bleu < MIN_BLEU:
+            return f"{ours}; the model scores {bleu:.2f} BLEU, under {MIN_BLEU:g}: it does not translate", UNASSESSABLE
+        return ours, verdict
+
+
+def model_bleu(out: Path) -> float | None:
+    """Beam BLEU on its pair's main test set of the model whose results dir is `out` (its
+    training_results.json), or None where there is no record (tables without a model)."""
+    import json
+
+    from headlib.data.corpora import main_test_set
+    path = Path(out) / "training_results.json"
+    if not path.is_file():
+        return None
+    run = json.loads(path.read_text())
+    return float(run["test"][main_test_set(run["pair"])]["beam"]["bleu"])
 
 
 def _csv(out: Path, name: str) -> pd.DataFrame:
@@ -92,6 +124,8 @@ def c5_rare_word(out):
     rates = _csv(out, "rare_word_rates.csv")
     imp = _csv(out, "head_importance.csv")
     layer1 = rates[rates["layer"] == 1]
+    if not layer1["n"].max():
+        return "no sentence's rarest token is outside the most frequent ones: nothing to measure", UNASSESSABLE
     top, margin, stands_out = rare_word_candidate(rates)
     rank = int(imp[(imp["layer"] == 1) & (imp["head"] == top["head"])]["rank_in_layer"].iloc[0])
     verdict = HOLDS if stands_out and top["rarest"] >= 0.5 and rank == 1 else PARTLY if stands_out else FAILS
@@ -119,7 +153,8 @@ def c6_few_heads_suffice(out):
     within, within_tuned = (fewest_heads_within(table, ref, TOLERANCE) for ref in (full, tuned))
     paper_tol = [fewest_heads_within(table, ref, PAPER_TOLERANCE) for ref in (full, tuned)]
     value = (f"{within} encoder heads within {TOLERANCE} BLEU of the unpruned model ({full:.2f}); "
-             f"{within_tuned} within {TOLERANCE} of the fine-tuned 48-head model ({tuned:.2f}); at the paper's "
+             f"{within_tuned} within {TOLERANCE} of the fine-tuned {int(table['enc-self heads'].iloc[0])}-head model "
+             f"({tuned:.2f}); at the paper's "
              f"{PAPER_TOLERANCE}: {paper_tol[0]} and {paper_tol[1]}")
     return value, HOLDS if within_tuned <= 12 else PARTLY if within <= 12 else FAILS
 
@@ -219,11 +254,13 @@ def scale_note(out: Path) -> str:
     pair = run["pair"]
     test = main_test_set(pair)
     beam = run["test"][test]["beam"]
+    here = (f"was imported from `{run['source']}`, not trained here" if run["stopped"] == "imported" else
+            f"was trained for {run['steps']:,} updates ({run['train_minutes']:.0f} minutes) on "
+            f"{len(load_split(pair, 'train')):,} sentence pairs")
     return (f"Scale matters when reading the verdicts: the paper's models are Transformer-base (d_model {paper}) "
             f"trained on millions of sentence pairs (WMT, OpenSubtitles); the {pair} model here has d_model "
-            f"{d_model} and was trained for {run['steps']:,} updates "
-            f"({run['train_minutes']:.0f} minutes) on {len(load_split(pair, 'train')):,} sentence pairs (Sec. 3). "
-            f"It scores {beam['bleu']:.2f} BLEU on {test} (beam {beam['beam']}); the paper's en-ru models score "
+            f"{d_model} and {here} (Sec. 3). It scores {beam['bleu']:.2f} BLEU on {test} (beam {beam['beam']}); "
+            "the paper's en-ru models score "
             + " and ".join(f"{m['BLEU']:g} ({name})" for name, m in PAPER_ENRU_MODELS.items()) + ".")
 
 
@@ -232,7 +269,8 @@ CLAIMS_BY_KEY = {c.key: c for c in CLAIMS}
 ANALYSIS_CLAIMS = tuple(c for c in CLAIMS if c.key in ("C1", "C2", "C3", "C4", "C5"))
 # A verdict said of one claim and of several ("C1 holds", "C3/C4 do not hold").
 VERDICT_WORDS = {HOLDS: ("holds", "hold"), PARTLY: ("holds in part", "hold in part"),
-                 FAILS: ("does not hold", "do not hold"), MISSING: ("is not measured", "are not measured")}
+                 FAILS: ("does not hold", "do not hold"), MISSING: ("is not measured", "are not measured"),
+                 UNASSESSABLE: ("is not assessable", "are not assessable")}
 
 
 def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS, runs: dict[str, str] | None = None) -> pd.DataFrame:
@@ -242,7 +280,7 @@ def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS, runs: dict[str, 
     rows = []
     for c in claims:
         try:
-            ours, verdict = c.measure(Path(out))
+            ours, verdict = c.judge(Path(out))
         except FileNotFoundError as e:
             ours, verdict = f"({Path(e.args[0]).name} not computed for this pair)", MISSING
         rows.append({"claim": c.key, "section": c.section, "the paper says": c.claim, "paper": c.paper,

@@ -99,6 +99,18 @@ class Config:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Config:
+        """The config `to_dict` wrote (e.g. a run record's "config", where JSON made tuples lists)."""
+        def section(kind, values):
+            unknown = set(values) - {f.name for f in dataclasses.fields(kind)}
+            if unknown:
+                raise ValueError(f"{kind.__name__} has no {', '.join(sorted(unknown))}: a config of another "
+                                 f"headlib version")
+            return kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+        return cls(profile=d["profile"], model=section(ModelConfig, d["model"]), data=section(DataConfig, d["data"]),
+                   train=section(TrainConfig, d["train"]))
+
     def digest(self, extra: str = "") -> str:
         """Short hash of the config (and `extra`, e.g. the results version) for cache keys,
         without the `SPEED_ONLY` keys."""

@@ -3,7 +3,7 @@ import json
 
 import pandas as pd
 
-from headlib.claims import FAILS, HOLDS, MISSING, PARTLY, claims_table, scale_note
+from headlib.claims import FAILS, HOLDS, MISSING, MIN_BLEU, PARTLY, UNASSESSABLE, claims_table, scale_note
 
 
 def _importance(relevance, confidence):
@@ -45,6 +45,34 @@ def test_a_claim_that_fails(tmp_path):
     table = claims_table(tmp_path).set_index("claim")
     assert table.loc["C1", "verdict"] == FAILS       # rho = -1
     assert table.loc["C2", "verdict"] == FAILS       # top share 0.4 < 2 x 0.25
+
+
+def _record(out, bleu, pair="en-de"):
+    from headlib.data.corpora import main_test_set
+    (out / "training_results.json").write_text(json.dumps({"pair": pair, "test": {main_test_set(pair): {"beam": {
+        "bleu": bleu}}}}))
+
+
+def test_a_model_that_does_not_translate_is_not_assessable(tmp_path):
+    """The same tables judged for a model over and under MIN_BLEU: a verdict, then "not assessable"
+    with the value still shown; a missing table stays "not measured"."""
+    _importance([0.1, 0.2, 0.3, 0.4], [0.9, 0.8, 0.7, 0.6]).to_csv(tmp_path / "head_importance.csv", index=False)
+    _record(tmp_path, MIN_BLEU + 0.01)
+    assert claims_table(tmp_path).set_index("claim").loc["C1", "verdict"] == FAILS
+    _record(tmp_path, MIN_BLEU - 0.01)
+    table = claims_table(tmp_path).set_index("claim")
+    assert table.loc["C1", "verdict"] == table.loc["C2", "verdict"] == UNASSESSABLE
+    assert table.loc["C1", "ours"].startswith("Spearman rho = -1.00")
+    assert "scores 9.99 BLEU, under 10" in table.loc["C1", "ours"]
+    assert table.loc["C6", "verdict"] == MISSING
+
+
+def test_rare_word_claim_with_no_rare_token_is_not_assessable(tmp_path):
+    _rare_word_tables(tmp_path, rank_of_head_2=1)
+    rates = pd.read_csv(tmp_path / "rare_word_rates.csv").assign(n=0, rarest=0.0, top2=0.0)
+    rates.to_csv(tmp_path / "rare_word_rates.csv", index=False)
+    row = claims_table(tmp_path).set_index("claim").loc["C5"]
+    assert row["verdict"] == UNASSESSABLE and row["ours"].endswith("nothing to measure")
 
 
 def _rare_word_tables(out, rank_of_head_2):
@@ -92,7 +120,7 @@ def test_pruned_vs_scratch_is_weighed_against_the_seed_spread(tmp_path):
         d = tmp_path / "en-de" / f"seed{seed}"
         d.mkdir(parents=True)
         (d / "training_results.json").write_text(json.dumps(
-            {"steps": 30, "train_minutes": 1.0,
+            {"pair": "en-de", "steps": 30, "train_minutes": 1.0,
              "test": {"test_2016_flickr": {"beam": {"bleu": bleu}, "greedy": {"bleu": bleu - 1}}}}))
     out = tmp_path / "en-de" / "seed1"
     pd.DataFrame({"pruned - scratch": [0.4, 0.8, -0.2]}).to_csv(out / "pruning_encoder_scratch.csv", index=False)
@@ -132,6 +160,7 @@ def test_styled_keeps_the_verdict_next_to_the_claim():
 
 def test_scale_note_gives_the_main_test_sets_beam_bleu(tmp_path):
     record = {"pair": "en-de", "config": {"model": {"d_model": 64}}, "steps": 1234, "train_minutes": 12.3,
+              "stopped": "max_steps",
               "test": {"test_2017_flickr": {"beam": {"bleu": 99.0, "beam": 4}},     # not the main test set
                        "test_2016_flickr": {"beam": {"bleu": 12.345, "beam": 4}}}}
     (tmp_path / "training_results.json").write_text(json.dumps(record))
@@ -140,6 +169,10 @@ def test_scale_note_gives_the_main_test_sets_beam_bleu(tmp_path):
     assert "on 29,000 sentence pairs" in note                  # Multi30k en-de train
     assert "It scores 12.35 BLEU on test_2016_flickr (beam 4)" in note and "99" not in note
     assert note.endswith("the paper's en-ru models score 29.6 (WMT) and 32.4 (OpenSubtitles).")
+    record |= {"stopped": "imported", "steps": 0, "source": "Helsinki-NLP/opus-mt-en-de"}
+    (tmp_path / "training_results.json").write_text(json.dumps(record))
+    assert "d_model 64 and was imported from `Helsinki-NLP/opus-mt-en-de`, not trained here (Sec. 3)" in scale_note(
+        tmp_path)
 
 
 def test_the_model_column_names_the_run_behind_each_claim_and_the_note_the_other_ones(tmp_path):

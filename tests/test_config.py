@@ -88,6 +88,15 @@ def test_validate_called_directly_on_a_config():
         validate(Config(model=ModelConfig(d_model=30, n_heads=4)))
 
 
+def test_a_config_comes_back_from_its_record():
+    cfg = get_config("cpu", ["train.tune_len_alpha=0.6,1.2"], pair="en-fr")
+    assert Config.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg     # JSON's lists back to tuples
+    old = cfg.to_dict()
+    old["train"]["bf16_if_fast"] = True
+    with pytest.raises(ValueError, match="TrainConfig has no bf16_if_fast: a config of another headlib version"):
+        Config.from_dict(old)
+
+
 def test_config_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         get_config("smoke").model.d_model = 64  # type: ignore[misc]

@@ -2,6 +2,7 @@
 records and head tables with known answers; the model-dependent calls run in the smoke book."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -79,6 +80,26 @@ def test_norm_values_compare_the_profiles_placement_with_devs_choice():
     assert "is the one dev chooses" in sec3.norm_values(trial, "pre")["sec3-norm-verdict"].data
     assert "is not the placement" in sec3.norm_values(trial, "post")["sec3-norm-verdict"].data
     assert sec3.norm_values(trial, "pre")["sec3-norm-choice"].data.startswith("**pre-LN**: 35.40 (pre-LN) against 15.40")
+
+
+def test_an_imported_models_page_says_it_was_not_trained_here():
+    paper, cpu = PROFILES["base"], PROFILES["cpu"]
+    opus = dataclasses.replace(PROFILES["pretrained"], data=dataclasses.replace(paper.data, bpe_vocab=58100))
+    trained = _run() | {"config": cpu.to_dict()}
+    imported = _run(steps=0) | {"config": opus.to_dict(), "stopped": "imported", "source": "Helsinki-NLP/opus-mt-en-de"}
+    assert sec3.model_config({"en-de": imported}) == opus and not sec3.imported(trained)
+    ours, theirs = sec3.origin_values({"en-de": trained}, paper), sec3.origin_values({"en-de": imported}, paper)
+    assert "trained here, from scratch" in ours["sec3-origin"].data
+    assert "**not trained here**: it is `Helsinki-NLP/opus-mt-en-de` (en-de)" in theirs["sec3-origin"].data
+    assert "0 updates" in theirs["sec3-cost-intro"].data and "0 updates" not in ours["sec3-cost-intro"].data
+    assert ours["sec3-scale-summary"] == "width, vocabulary and data are scaled down to fit the compute"
+    assert theirs["sec3-scale-summary"].startswith("nothing is scaled down: the model has the paper's size")
+    tiny = dataclasses.replace(opus, model=dataclasses.replace(opus.model, d_model=32))
+    assert sec3.scale_text(tiny, paper, trained_here=False) == "width is scaled down to fit the compute"
+    assert (sec3.scale_text(PROFILES["smoke"], paper, trained_here=True)      # 2+2 layers of 4 heads, d_model 32
+            == "depth, heads per layer, width, vocabulary and data are scaled down to fit the compute")
+    trial = pd.DataFrame({"layer norm": ["pre-LN", "post-LN"], "update": [2800, 2800], "dev BLEU greedy": [35.4, 15.4]})
+    assert "imported with its own placement, post-LN" in sec3.norm_values(trial, "post", True)["sec3-norm-verdict"].data
 
 
 def test_train_and_record_keeps_each_runs_record_with_the_results(smoke_run):
@@ -161,7 +182,11 @@ def test_over_training_values_follow_the_summary():
     assert values["sec5-emerge-first-share"] == pytest.approx(0.2) and values["sec5-emerge-last-share"] == pytest.approx(0.5)
     assert values["sec5-emerge-last-offset"] == 1 and values["sec5-emerge-sentences"] == 500
     assert len(summary) == 3
+    assert ("at the first evaluation (update 400) the most positional head (a fixed offset other than 0), L1H2, puts 20% "
+            "of its argmax at offset +1; at the last (update 1,200), L1H2 puts 50%") in values["sec5-emerge-text"].data
     sec5.over_training_figure(history)
+    summary, values = sec5.over_training([{"step": 0}])                   # an imported model: no training
+    assert summary.empty and "not trained here" in values["sec5-emerge-text"].data
 
 
 def test_glue_all_glues_every_value(monkeypatch):

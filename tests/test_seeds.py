@@ -35,7 +35,7 @@ def test_training_table_and_verdicts_gather_every_seed(monkeypatch, tmp_path):
     for seed, bleu in ((2, 30.5), (1, 31.0)):
         scores = {"beam": {"bleu": bleu}, "greedy": {"bleu": bleu - 1}}
         (results_dir("smoke", "en-de", seed) / "training_results.json").write_text(json.dumps(
-            {"steps": 30, "train_minutes": 0.1, "test": {"test_2017_flickr": {}, "test_2016_flickr": scores}}))
+            {"pair": "en-de", "steps": 30, "train_minutes": 0.1, "test": {"test_2017_flickr": {}, "test_2016_flickr": scores}}))
     table = training_table("smoke", "en-de")
     assert table["seed"].tolist() == [1, 2] and table["BLEU (beam)"].tolist() == [31.0, 30.5]
     head_table({1: [0.6, 0.3, 0.1], 2: [0.2, 0.5, 0.3]}).assign(rank_in_layer=1).to_csv(

@@ -49,7 +49,9 @@ def import_run(cfg: Config, out: Path) -> dict:
     alphas = {a: evaluate_bleu(model, tokenizer, dev, cfg.train.beam, a)["bleu"] for a in cfg.train.tune_len_alpha}
     alpha = max(alphas, key=alphas.get)
     alphas = {str(a): bleu for a, bleu in alphas.items()}      # as the record reads back from JSON
-    config = cfg.to_dict() | {"model": dataclasses.asdict(model_cfg)}
+    # the model section is the import's; the vocabulary is its own (SentencePiece, not a BPE learnt here)
+    config = cfg.to_dict() | {"model": dataclasses.asdict(model_cfg),
+                              "data": dataclasses.asdict(cfg.data) | {"bpe_vocab": tokenizer.vocab_size - 1}}
     tok = tokenizer.tok
     torch_save(out / "final.pt", {"model": model.state_dict(), "config": config, "version": __version__,
                                   "results_version": RESULTS_VERSION, "vocab_size": tokenizer.vocab_size,

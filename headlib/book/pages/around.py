@@ -24,14 +24,13 @@ from headlib.analysis.deletion import compare_orderings
 from headlib.analysis.interventions import Counts, average_patterns
 from headlib.analysis.rollout import source_attributions
 from headlib.book.pages import OTHER_MODELS, other_models, other_models_note
+from headlib.claims import VERDICT_KEYS
 from headlib.data.corpora import load_ntrex, load_split
 from headlib.nn.model import KINDS
 from headlib.pruning.lottery import LotteryConfig, compared_points, comparison, ticket_summary
 from headlib.pruning.lottery import run as lottery_point
 from headlib.studies.around import constant_attention_sweep, quantization_sweep, sparsity_sweep, studies_table
 from headlib.studies.crosslingual import compare_profiles, pair_profiles
-
-VERDICT_KEYS = {"holds": "holds", "partly": "partly", "fails": "does not hold", "missing": "not measured"}
 
 
 def _figure(*args, **kw):

@@ -7,12 +7,9 @@ from pathlib import Path
 import pandas as pd
 
 from headlib.book.runner import default_out, page_runs
-from headlib.claims import FAILS, HOLDS, MISSING, PARTLY, claims_table, other_models_note, verdicts
+from headlib.claims import VERDICT_KEYS, claims_table, other_models_note, verdicts
 from headlib.config import get_config
 from headlib.train.trainer import run_dir
-
-VERDICT_KEYS = {"holds": HOLDS, "partly": PARTLY, "fails": FAILS, "missing": MISSING}
-
 
 def own_run(profile: str, pair: str, seed: int) -> str:
     """The run of (profile, pair, seed): the Sec. 3 model every claim of that unit should read."""

@@ -58,8 +58,9 @@ def _mean(xs) -> float:
 
 
 def corpus_stats(pair: str, bpe) -> pd.DataFrame:
-    """One row per split of `pair`: sentence pairs, mean words (whitespace tokens) and mean BPE
-    pieces per sentence on each side, and the size of the (joint) BPE vocabulary."""
+    """One row per split of `pair`: sentence pairs, mean words (whitespace tokens) and mean subword
+    pieces per sentence on each side (of `bpe`: a trained run's BPE, or an imported model's
+    SentencePiece tokenizer)."""
     rows = []
     for split in splits(pair):
         c = load_split(pair, split)
@@ -67,9 +68,8 @@ def corpus_stats(pair: str, bpe) -> pd.DataFrame:
             "pair": pair, "split": split, "pairs": len(c),
             "words (src)": mean_words(c.src),
             "words (tgt)": mean_words(c.tgt),
-            "BPE pieces (src)": _mean([len(ids) for ids in bpe.encode_batch(c.src)]),
-            "BPE pieces (tgt)": _mean([len(ids) for ids in bpe.encode_targets(c.tgt)]),
-            "BPE vocab": bpe.vocab_size,
+            "pieces (src)": _mean([len(ids) for ids in bpe.encode_batch(c.src)]),
+            "pieces (tgt)": _mean([len(ids) for ids in bpe.encode_targets(c.tgt)]),
         })
     return pd.DataFrame(rows)
 
@@ -251,17 +251,18 @@ def schedule_text(train: dict | object) -> str:
     return f"linear decay to 0 at update {t['max_steps']:,}" if t["schedule"] == "linear" else "inverse square root"
 
 
-def config_table(cfg, paper, profile: str) -> pd.DataFrame:
+def config_table(cfg, paper, profile: str, trained_here: bool = True) -> pd.DataFrame:
     """The page's model and recipe (`cfg`, a Config) beside the paper's Transformer-base (`paper`),
-    one row per setting, as text."""
+    one row per setting, as text; an imported model's recipe rows say it was not trained here."""
     def row(setting, get):
-        return setting, get(cfg), get(paper)
+        recipe = setting not in MODEL_ROWS and not trained_here
+        return setting, "not trained here" if recipe else get(cfg), get(paper)
     rows = [row("layers (encoder + decoder)", lambda c: f"{c.model.enc_layers} + {c.model.dec_layers}"),
             row("heads per layer", lambda c: c.model.n_heads),
             row("d_model / d_ff", lambda c: f"{c.model.d_model} / {c.model.d_ff}"),
             row("layer normalization", lambda c: f"{c.model.norm}-LN"),
             row("dropout", lambda c: c.model.dropout),
-            row("joint BPE vocabulary", lambda c: c.data.bpe_vocab),
+            row("joint vocabulary (subword pieces)", lambda c: c.data.bpe_vocab),
             row("target tokens per update", lambda c: c.train.max_tokens * c.train.accum),
             row("peak learning rate / warmup", lambda c: f"{c.train.lr:g} / {c.train.warmup}"),
             row("learning-rate schedule", lambda c: schedule_text(c.train)),
@@ -272,12 +273,18 @@ def config_table(cfg, paper, profile: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["setting", f"this page ({profile})", "paper (base)"]).astype(str)
 
 
+MODEL_ROWS = ("layers (encoder + decoder)", "heads per layer", "d_model / d_ff", "layer normalization", "dropout",
+              "joint vocabulary (subword pieces)", "beam size")   # the rest of `config_table` is the recipe
+
+
 def config_values(cfg, paper) -> dict:
     """The glue keys of the page's model facts (`sec3-enc-layers`, ...; Markdown where marked up)."""
     from IPython.display import Markdown
     m = cfg.model
     return {"sec3-enc-layers": m.enc_layers, "sec3-dec-layers": m.dec_layers, "sec3-heads": m.n_heads,
-            "sec3-enc-heads": m.enc_layers * m.n_heads, "sec3-d-model": m.d_model, "sec3-d-ff": m.d_ff,
+            "sec3-enc-heads": m.enc_layers * m.n_heads,
+            "sec3-paper-enc-heads": paper.model.enc_layers * paper.model.n_heads,
+            "sec3-d-model": m.d_model, "sec3-d-ff": m.d_ff,
             "sec3-bpe-vocab": cfg.data.bpe_vocab, "sec3-norm-name": f"{m.norm}-LN",
             "sec3-norm": Markdown(f"**{m.norm}-LN**" + (" as the paper does" if m.norm == paper.model.norm else "")),
             "sec3-quoted-minutes": NORM_MEASUREMENT["minutes"], "sec3-quoted-post-bleu": NORM_MEASUREMENT["post"],
@@ -317,15 +324,21 @@ def split_values(sizes: pd.DataFrame) -> dict:
     return {f"sec3-train-pairs-{pair}": int(n) for pair, n in sizes["train"].items()}
 
 
-def norm_values(trial: pd.DataFrame, norm: str) -> dict:
+def norm_values(trial: pd.DataFrame, norm: str, imported: bool = False) -> dict:
     """The glue keys of the layer-norm trial: what dev chose (`norm_choice`) and whether the profile's
-    placement `norm` ("pre" or "post") is that choice."""
+    placement `norm` ("pre" or "post") is that choice; an `imported` model's placement is its own,
+    chosen by no trial here."""
     from IPython.display import Markdown
     chosen = norm_choice(trial)
     ranked = sorted(chosen["dev"].items(), key=lambda kv: -kv[1])
     scores = " against ".join(f"{bleu:.2f} ({name})" for name, bleu in ranked)
-    verdict = ("The profile's placement is the one dev chooses, and the recipe is frozen with it."
-               if chosen["chosen"] == f"{norm}-LN" else f"The profile's {norm}-LN is not the placement dev chooses.")
+    if imported:
+        verdict = (f"The trial chose the cpu profile's recipe; this page's model was imported with its own "
+                   f"placement, {norm}-LN.")
+    elif chosen["chosen"] == f"{norm}-LN":
+        verdict = "The profile's placement is the one dev chooses, and the recipe is frozen with it."
+    else:
+        verdict = f"The profile's {norm}-LN is not the placement dev chooses."
     return {"sec3-norm-choice": Markdown(f"**{chosen['chosen']}**: {scores} dev BLEU (greedy) at update "
                                          f"{chosen['update']:,}"),
             "sec3-norm-verdict": Markdown(verdict)}
@@ -351,6 +364,65 @@ def signatures(results: dict[str, dict]) -> str:
     """The distinct sacreBLEU signatures of every beam score of the runs, sorted, as Markdown code."""
     return " / ".join(f"`{s}`" for s in sorted({t["beam"]["bleu_signature"] for r in results.values()
                                                   for t in r["test"].values()}))
+
+
+def imported(record: dict) -> bool:
+    """Whether a run record is of an imported model (the pretrained profile), not trained here."""
+    return record["stopped"] == "imported"
+
+
+def model_config(results: dict[str, dict]):
+    """The Config of the page's model (its first pair's record): the profile's for a model trained here,
+    the import's architecture and vocabulary for an imported one."""
+    from headlib.config import Config
+    return Config.from_dict(next(iter(results.values()))["config"])
+
+
+# The page's prose where a model trained here and an imported one differ (`origin_values`).
+ORIGIN_TEXT = {
+    "trained": {
+        "sec3-origin": "Each model of this page was trained here, from scratch, with the profile's recipe.",
+        "sec3-cost-intro": "What training took on the machine that trained it (minutes and tokens/s differ from "
+                           "machine to machine; the updates do not), and what it stopped on (the profile's number "
+                           "of updates, early stopping on dev BLEU, or a user's wall-clock cap). The weights used "
+                           "downstream are the best dev checkpoint or the average of the last ones, whichever "
+                           "scores higher on dev.",
+    },
+    "imported": {
+        "sec3-origin": "The model of this page was **not trained here**: it is {sources}, imported with its own "
+                       "tokenizer (the profile's default, `Helsinki-NLP/opus-mt-en-<tgt>`, is Marian's "
+                       "Transformer-base trained on millions of OPUS pairs, OpenSubtitles among them; Tiedemann "
+                       "and Thottingal 2020). This page gives its facts and its BLEU on this study's test sets; "
+                       "what it says of training recipes is about the cpu profile's models, not this one.",
+        "sec3-cost-intro": "The model was imported, so nothing was trained here: the table shows 0 updates and "
+                           "there is no dev curve. Only beam search's length normalization was chosen here, on dev.",
+    },
+}
+
+
+def scale_text(model, paper, trained_here: bool) -> str:
+    """What the page's model (`model`, a Config) scales down from the paper's (`paper`): its depth, heads,
+    width and vocabulary where smaller, and its data when it was trained here on this study's corpora."""
+    m, p = model.model, paper.model
+    smaller = [name for name, ours, theirs in (("depth", m.enc_layers + m.dec_layers, p.enc_layers + p.dec_layers),
+                                               ("heads per layer", m.n_heads, p.n_heads),
+                                               ("width", m.d_model, p.d_model),
+                                               ("vocabulary", model.data.bpe_vocab, paper.data.bpe_vocab))
+               if ours < theirs] + (["data"] if trained_here else [])
+    if not smaller:
+        return "nothing is scaled down: the model has the paper's size, and its training data are its own"
+    names = f"{', '.join(smaller[:-1])} and {smaller[-1]}" if len(smaller) > 1 else smaller[0]
+    return f"{names} {'are' if len(smaller) > 1 else 'is'} scaled down to fit the compute"
+
+
+def origin_values(results: dict[str, dict], paper) -> dict:
+    """The glue keys of the page's prose that depend on where its models come from (`ORIGIN_TEXT`:
+    `sec3-origin`, `sec3-cost-intro`; `sec3-scale-summary`, `scale_text`)."""
+    from IPython.display import Markdown
+    origin = "imported" if any(imported(r) for r in results.values()) else "trained"
+    sources = ", ".join(f"`{r['source']}` ({pair})" for pair, r in results.items() if imported(r))
+    return {key: Markdown(text.format(sources=sources)) for key, text in ORIGIN_TEXT[origin].items()} | {
+        "sec3-scale-summary": scale_text(model_config(results), paper, origin == "trained")}
 
 
 def training_values(results: dict[str, dict]) -> dict:
@@ -379,6 +451,8 @@ def line_figure(data: pd.DataFrame, x: str, ys: tuple[str, ...], hue: str, title
     import seaborn as sns
     fig, axes = plt.subplots(1, len(ys), figsize=(4.5 * len(ys) if len(ys) > 1 else 6, 3.3), squeeze=False)
     for ax, column in zip(axes[0], ys):
+        if data.empty:   # an imported model's dev curve
+            ax.text(0.5, 0.5, "no evaluations: not trained here", ha="center", transform=ax.transAxes)
         sns.lineplot(data=data, x=x, y=column, hue=hue, marker="o", ax=ax)
         ax.set(**(labels or {}))
         ax.grid(alpha=0.3)

@@ -144,13 +144,11 @@ def over_training(history: list[dict]) -> tuple[pd.DataFrame, dict]:
     """The encoder heads' statistics at each dev evaluation of a run (`history`): the summary per
     update (`emergence_summary`) and the values the prose cites: the most positional head's share,
     head and offset at the first and last evaluation, the number of sentences, and the growth rate
-    of that share over the second half (`emergence_rate`), said in words."""
+    of that share over the second half (`emergence_rate`), said in words (`sec5-emerge-text`)."""
     from IPython.display import Markdown
-    if not any(h.get("heads") for h in history):   # an imported model: no training here to follow
-        return pd.DataFrame(), {**{f"sec5-emerge-{n}-{k}": v for n in ("first", "last") for k, v in (
-            ("step", 0), ("head", "-"), ("share", float("nan")), ("offset", 0))}, "sec5-emerge-sentences": 0,
-            "sec5-emerge-from": 0, "sec5-emerge-slope": float("nan"), "sec5-emerge-verdict": Markdown(
-                "this model was imported, not trained here, so there is no training to follow.")}
+    if not any(h.get("heads") for h in history):
+        return pd.DataFrame(), {"sec5-emerge-text": Markdown(
+            "This model was imported, not trained here, so there is no training to follow.")}
     summary = emergence_summary(heads_over_training(history))
     rate = emergence_rate(summary)
     values = {key: value for name, row in (("first", summary.iloc[0]), ("last", summary.iloc[-1])) for key, value in (
@@ -159,14 +157,21 @@ def over_training(history: list[dict]) -> tuple[pd.DataFrame, dict]:
         (f"sec5-emerge-{name}-offset", int(row["its offset"])))}
     last = int(summary.iloc[-1]["step"])
     reach = rate["reaches_threshold_at"]
-    values |= {"sec5-emerge-sentences": history[-1]["heads"]["sentences"], "sec5-emerge-from": rate["from_step"],
-               "sec5-emerge-slope": rate["slope_per_1000"], "sec5-emerge-verdict": Markdown(
-                   f"a straight line through those points reaches 90% near update {reach:,}, {reach / last:.1f} times "
-                   "this run's training. That is a rough guide, not a prediction: the learning rate decays to 0 over "
-                   "the second half of this recipe." if reach else
-                   "it did not grow over the second half of training (with the learning rate decaying to 0 there), so "
-                   "this run gives no sign of a positional head on the way.")}
-    return summary, values
+    verdict = (f"a straight line through those points reaches 90% near update {reach:,}, {reach / last:.1f} times "
+               "this run's training. That is a rough guide, not a prediction: the learning rate decays to 0 over "
+               "the second half of this recipe." if reach else
+               "it did not grow over the second half of training (with the learning rate decaying to 0 there), so "
+               "this run gives no sign of a positional head on the way.")
+    v = values | {"sec5-emerge-sentences": history[-1]["heads"]["sentences"], "sec5-emerge-from": rate["from_step"],
+                  "sec5-emerge-slope": rate["slope_per_1000"]}
+    text = (f"On the first {v['sec5-emerge-sentences']:,} dev sentences, at the first evaluation (update "
+            f"{v['sec5-emerge-first-step']:,}) the most positional head (a fixed offset other than 0), "
+            f"{v['sec5-emerge-first-head']}, puts {v['sec5-emerge-first-share']:.0%} of its argmax at offset "
+            f"{v['sec5-emerge-first-offset']:+d}; at the last (update {last:,}), {v['sec5-emerge-last-head']} puts "
+            f"{v['sec5-emerge-last-share']:.0%} at offset {v['sec5-emerge-last-offset']:+d}. The paper's positional "
+            f"heads do it at least 90% of the time. Over the second half of training (from update "
+            f"{v['sec5-emerge-from']:,}) that share changed by {v['sec5-emerge-slope']:.3f} per 1,000 updates: {verdict}")
+    return summary, v | {"sec5-emerge-text": Markdown(text)}
 
 
 def over_training_figure(history: list[dict]):
