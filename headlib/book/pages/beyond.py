@@ -29,6 +29,11 @@ def _ints(text: str, default) -> list[int]:
     return [int(k) for k in text.split(",")] if text else list(default)
 
 
+def _at_most(counts, n: int) -> list[int]:
+    """The head counts of a grid that a model of `n` heads has."""
+    return [k for k in counts if k <= n]
+
+
 @dataclass
 class Beyond:
     model: object
@@ -62,8 +67,9 @@ class Beyond:
 
 def setup(profile: str, pair: str, seed: int, n_dev: int = 0, head_counts: str = "", finetune_heads: str = "",
           dsp_lr_heads: str = "", finetune_steps: int = 0, random_seeds: int = 0) -> Beyond:
-    """The page's model and data; empty parameters take the profile's grids (`headlib.config.Grids`)
-    and sample sizes (500 dev pairs, 20 for smoke)."""
+    """The page's model and data; empty parameters take the profile's grids (`headlib.config.Grids`:
+    the head counts the model has, for an imported model of another size) and sample sizes (500 dev
+    pairs, 20 for smoke)."""
     grid = grids(profile)
     model, bpe, run = trained_model(profile, pair, seed)
     layers, heads = model.head_mask("enc-self").shape
@@ -72,7 +78,8 @@ def setup(profile: str, pair: str, seed: int, n_dev: int = 0, head_counts: str =
                   prepare_data(get_config(profile, [f"train.seed={seed}"], pair=pair)), dev,
                   load_split(pair, main_test_set(pair)),
                   _ints(head_counts, range(layers * heads, -1, -grid.ablation_step)),
-                  _ints(finetune_heads, grid.method_heads), _ints(dsp_lr_heads, grid.dsp_lr_heads),
+                  _ints(finetune_heads, _at_most(grid.method_heads, layers * heads)),
+                  _ints(dsp_lr_heads, _at_most(grid.dsp_lr_heads, layers * heads)),
                   finetune_steps or grid.finetune_steps, random_seeds or grid.random_masks)
 
 
