@@ -52,6 +52,15 @@ class Claim:
         return ours, verdict
 
 
+def not_assessable(out: Path) -> str | None:
+    """Why no verdict can be drawn from the model whose results dir is `out` ("not assessable: ..."),
+    or None where it translates (or has no record)."""
+    bleu = model_bleu(out)
+    if bleu is None or bleu >= MIN_BLEU:
+        return None
+    return f"not assessable: the model scores {bleu:.2f} BLEU, under {MIN_BLEU:g}, so it does not translate."
+
+
 def model_bleu(out: Path) -> float | None:
     """Beam BLEU on its pair's main test set of the model whose results dir is `out` (its
     training_results.json), or None where there is no record (tables without a model)."""

@@ -314,6 +314,14 @@ def test_select_keeps_the_book_order_and_names_unknown_notebooks():
         book.select(["04_important_heads", "04_typo"])
 
 
+def test_an_imported_model_gets_no_page_that_compares_seeds_or_trains_models_of_its_own():
+    def names(profile):
+        return [t.nb.name for t in book.planned(book.NOTEBOOKS, profile, ["en-de"], [1, 2])]
+    assert {"11_seeds", "12_domains"} <= set(names("smoke"))
+    assert "11_seeds" not in names("pretrained") and "12_domains" not in names("pretrained")
+    assert names("pretrained") == [n for n in names("smoke") if n not in ("11_seeds", "12_domains")]
+
+
 def test_tables_a_notebook_reads_enter_its_key_for_every_pair(tmp_path):
     from headlib.settings import results_dir
     claims = book.select(["09_claims"])[0]

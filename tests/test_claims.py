@@ -3,7 +3,8 @@ import json
 
 import pandas as pd
 
-from headlib.claims import FAILS, HOLDS, MISSING, MIN_BLEU, PARTLY, UNASSESSABLE, claims_table, scale_note
+from headlib.claims import (FAILS, HOLDS, MIN_BLEU, MISSING, PARTLY, UNASSESSABLE, claims_table, not_assessable,
+                            scale_note)
 
 
 def _importance(relevance, confidence):
@@ -57,9 +58,11 @@ def test_a_model_that_does_not_translate_is_not_assessable(tmp_path):
     """The same tables judged for a model over and under MIN_BLEU: a verdict, then "not assessable"
     with the value still shown; a missing table stays "not measured"."""
     _importance([0.1, 0.2, 0.3, 0.4], [0.9, 0.8, 0.7, 0.6]).to_csv(tmp_path / "head_importance.csv", index=False)
+    assert not_assessable(tmp_path) is None                                  # no record: tables only
     _record(tmp_path, MIN_BLEU + 0.01)
-    assert claims_table(tmp_path).set_index("claim").loc["C1", "verdict"] == FAILS
+    assert claims_table(tmp_path).set_index("claim").loc["C1", "verdict"] == FAILS and not_assessable(tmp_path) is None
     _record(tmp_path, MIN_BLEU - 0.01)
+    assert not_assessable(tmp_path) == "not assessable: the model scores 9.99 BLEU, under 10, so it does not translate."
     table = claims_table(tmp_path).set_index("claim")
     assert table.loc["C1", "verdict"] == table.loc["C2", "verdict"] == UNASSESSABLE
     assert table.loc["C1", "ours"].startswith("Spearman rho = -1.00")

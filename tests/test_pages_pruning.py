@@ -89,6 +89,10 @@ def test_all_values_compare_pruned_and_scratch_where_both_exist(tmp_path):
         {"enc-self": 0.0, "dec-self": 0.5, "dec-enc": 1.0}
     order = page.order_values(s, table)
     assert order["sec63-c8"] == "holds" and order["sec63-heads-per-layer"] == 2
+    (tmp_path / "training_results.json").write_text(json.dumps(      # a model that does not translate
+        {"pair": "en-de", "test": {"test_2016_flickr": {"beam": {"bleu": 2.0}}}}))
+    assert page.order_values(s, table)["sec63-c8"] == ("not assessable: the model scores 2.00 BLEU, under 10, so it "
+                                                       "does not translate")
 
 
 def test_head_table_marks_the_heads_with_a_function(tmp_path):

@@ -69,6 +69,8 @@ class Notebook:
     pair: str = ""                 # a fixed pair (the notebook trains its own models): executed once, for
                                    # this pair and the run's first seed, when the run names the pair or
                                    # the output is missing (else the output is kept, like other pairs')
+    on_imported: bool = True       # runs on an imported model (the pretrained profile); not a page that
+                                   # compares training seeds or trains models of its own
 
 
 # In dependency order of the paper's sections; `after` makes the order explicit.
@@ -80,7 +82,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True),
     Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True),
     # trains its own domain models; before 10_around, which reads its adaptation table (A7)
-    Notebook("12_domains", "Domains and adaptation (en-ru)", pair="en-ru"),
+    Notebook("12_domains", "Domains and adaptation (en-ru)", pair="en-ru", on_imported=False),
     Notebook("10_around", "Around the paper", after=("04_important_heads", "06_pruning_encoder"), trains=True,
              reads=("{pair}/seed{seed}/pruning/enc-self-lam*.json",   # A6: Hard Concrete's encoder points
                     "{pair}/seed{seed}/pruning/scratch-*.json",        # and their from-scratch runs
@@ -89,7 +91,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
         f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv",
                                               "rare_word_rates.csv", "pruning_*.csv"))),
-    Notebook("11_seeds", "Across seeds", after=("05_head_functions",), across_seeds=True,
+    Notebook("11_seeds", "Across seeds", after=("05_head_functions",), across_seeds=True, on_imported=False,
              reads=("{pair}/seed*/*.csv", "{pair}/seed*/training_results.json")),
 )
 
@@ -376,8 +378,11 @@ def select(names: Iterable[str]) -> tuple[Notebook, ...]:
 
 
 def planned(notebooks: Sequence[Notebook], profile: str, pairs: list[str], seeds: list[int]) -> list[Task]:
-    """The (notebook, pair, seed) runs of a book run, in dependency order."""
-    return [Task(nb, profile, pair, seed) for nb in ordered(notebooks) for pair in ([nb.pair] if nb.pair else pairs)
+    """The (notebook, pair, seed) runs of a book run, in dependency order (for an imported model,
+    only the notebooks that run `on_imported`)."""
+    from headlib.train import pretrained
+    runs = [nb for nb in ordered(notebooks) if nb.on_imported or profile != pretrained.PROFILE]
+    return [Task(nb, profile, pair, seed) for nb in runs for pair in ([nb.pair] if nb.pair else pairs)
             for seed in (seeds[:1] if nb.across_seeds or nb.pair else seeds)]
 
 

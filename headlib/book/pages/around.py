@@ -31,6 +31,7 @@ from headlib.pruning.lottery import LotteryConfig, compared_points, comparison, 
 from headlib.pruning.lottery import run as lottery_point
 from headlib.studies.around import constant_attention_sweep, quantization_sweep, sparsity_sweep, studies_table
 from headlib.studies.crosslingual import compare_profiles, pair_profiles
+from headlib.train import pretrained
 
 
 def _figure(*args, **kw):
@@ -139,10 +140,15 @@ def crosslingual(profile: str, pairs: str, seed: int, n_ntrex: int, heads: int, 
     sns.barplot(data=cross.layers, x="layer", y="top share", hue="model", ax=ax)
     ax.axhline(1 / heads, ls=":", c="grey")
     ax.set(ylabel="top head's share of relevance")
-    same = (f"all {len(profiles)} were trained with seed {seed} and have the same shapes (vocabulary "
-            f"{cross.shared_vocab:,}), so they start from **identical weights**." if cross.shared_vocab is not None else
-            "their shapes differ, so they do **not** start from the same weights and head-by-head agreement is "
-            "chance-level.")
+    if profile == pretrained.PROFILE:
+        same = ("they were imported, not trained here, so nothing here makes them start from the same weights "
+                "(their fingerprints, below, say whether they are one model).")
+    elif cross.shared_vocab is not None:
+        same = (f"all {len(profiles)} were trained with seed {seed} and have the same shapes (vocabulary "
+                f"{cross.shared_vocab:,}), so they start from **identical weights**.")
+    else:
+        same = ("their shapes differ, so they do **not** start from the same weights and head-by-head agreement is "
+                "chance-level.")
     return profiles, {"around-agreement": cross.agreement.round(2), "around-n-ntrex": len(ntrex),
                       "around-compare": ", ".join(profiles), "around-same-init": Markdown(same)}, _done(fig)
 
@@ -151,10 +157,20 @@ def lottery(profile: str, pair: str, seed: int, k: int, model, run: dict,
             out: Path) -> tuple[dict, dict | None, dict, object]:
     """A6 (Frankle and Carbin; Prasanna et al.): a ticket of `k` encoder heads chosen by confidence early
     in training, rewound and retrained, against Hard Concrete's point with as many heads and its mask
-    from scratch (lottery.csv). Returns the ticket, the scratch run (or None), values and figure."""
+    from scratch (lottery.csv). Returns the ticket, the scratch run (or None), values and figure; an
+    imported model (the pretrained profile) has no training here to rewind: no ticket (None), and A6
+    is not measured."""
     import matplotlib.pyplot as plt
     import seaborn as sns
     from IPython.display import Markdown
+    if run["stopped"] == "imported":
+        fig, ax = _figure(figsize=(6, 1))
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "imported model: no ticket", ha="center", va="center")
+        none = Markdown("An imported model has no training run here to rewind to, so no ticket was drawn and A6 "
+                        "is not measured.")
+        return None, None, {"around-lottery": Markdown("(no ticket)"), "around-lottery-setup": none,
+                            "around-lottery-text": Markdown("")}, _done(fig)
     ticket = lottery_point(profile, pair, seed, LotteryConfig(k=k))
     hc, scratch = compared_points(profile, pair, seed, ticket["k"], model)
     table = comparison(ticket, run, hc, scratch)
@@ -173,11 +189,16 @@ def lottery(profile: str, pair: str, seed: int, k: int, model, run: dict,
         axes[1].set(title=f"Hard Concrete keeps {int(summary.hc_kept.sum())}", xlabel="head", ylabel="layer")
     else:
         axes[1].set_axis_off()
-    return ticket, scratch, {
-        "around-lottery": table.round(2), "around-lottery-prune-at": ticket["prune_at"],
-        "around-lottery-total": ticket["baseline_updates"], "around-lottery-k": ticket["k"],
-        "around-lottery-rewind": ticket["rewind_to"], "around-lottery-early-bleu": ticket["early"]["dev_bleu"],
-        "around-lottery-text": Markdown(summary.text)}, _done(fig)
+    setup = (f"Here the baseline recipe is trained for {ticket['prune_at']:,} of its {ticket['baseline_updates']:,} "
+             f"updates (dev BLEU {ticket['early']['dev_bleu']:.1f} at that point), the {ticket['k']} most confident of "
+             "the encoder's heads over all layers are kept (one shot), and training rewinds to its whole state at "
+             f"update {ticket['rewind_to']} (weights, Adam moments, schedule, data position: \"late resetting\") and "
+             "runs again to the baseline's number of updates with the other heads masked. The ticket is scored like "
+             "every Sec. 6 model (beam, test set, length penalty tuned on dev); speed is the encoder's forward pass "
+             "over the test set on one thread with the removed heads sliced out of the weights "
+             "(`headlib.pruning.shrink`), measured in one process beside the unpruned model.")
+    return ticket, scratch, {"around-lottery": table.round(2), "around-lottery-setup": Markdown(setup),
+                             "around-lottery-text": Markdown(summary.text)}, _done(fig)
 
 
 def top_heads(importance: pd.DataFrame, per_layer: int, shape: tuple[int, int]) -> torch.Tensor:
@@ -207,16 +228,29 @@ def refined_lrp(model, bpe, pair: str, n: int, importance: pd.DataFrame, per_lay
             "around-plain": float(area["plain LRP"]), "around-random": float(area["random"])}, _done(fig)
 
 
-def studies(out: Path, pair: str, profiles: dict, ticket: dict, scratch: dict | None) -> tuple[pd.DataFrame, dict]:
-    """Every study's verdict (around_studies.csv), how many got each verdict, and the models the page
-    read besides its own (other pairs', the ticket's, Hard Concrete's mask from scratch)."""
+DOMAINS_NOTE = {
+    "trained": "Head-restricted domain adaptation (A7, ALPS) needs models of two domains: it runs on two en-ru "
+               "models of its own, trained on the pool's news and Tatoeba parts, on the page {doc}`Domains and "
+               "adaptation (en-ru) <../../en-ru/seed1/12_domains>`, together with the paper's comparison of heads "
+               "across domains.",
+    "imported": "Head-restricted domain adaptation (A7, ALPS) needs models of two domains trained here, so it is "
+                "not run for an imported model.",
+}
+
+
+def studies(profile: str, out: Path, pair: str, profiles: dict, ticket: dict | None, scratch: dict | None
+            ) -> tuple[pd.DataFrame, dict]:
+    """Every study's verdict (around_studies.csv), how many got each verdict, the models the page
+    read besides its own (other pairs', the ticket's, Hard Concrete's mask from scratch), and where
+    A7 runs (`DOMAINS_NOTE`)."""
     from IPython.display import Markdown
     table = studies_table(out)
     table.to_csv(out / "around_studies.csv", index=False)
     others = [p.record for name, p in profiles.items() if name != pair]
     models = (other_models(others, "another pair's model (cross-lingual)")
-              + other_models([ticket["results"]], "lottery ticket")
+              + other_models([ticket["results"]] if ticket else [], "lottery ticket")
               + other_models([scratch["results"]] if scratch else [], "trained from scratch with Hard Concrete's mask"))
     counts = {f"around-n-{key}": int((table["verdict"] == verdict).sum()) for key, verdict in VERDICT_KEYS.items()}
-    return table, counts | {OTHER_MODELS: json.dumps(models),
+    domains = DOMAINS_NOTE["imported" if profile == pretrained.PROFILE else "trained"]
+    return table, counts | {OTHER_MODELS: json.dumps(models), "around-domains": Markdown(domains),
                             "around-other-models": Markdown(other_models_note(models))}

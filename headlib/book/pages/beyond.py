@@ -14,6 +14,7 @@ import torch
 
 from headlib.analysis.importance import (bleu_without_retraining, gradient_importance, keep_top, michel_schedule,
                                         random_mask)
+from headlib.claims import not_assessable
 from headlib.config import get_config, grids
 from headlib.data.batching import Encoded
 from headlib.data.corpora import Corpus, load_split, main_test_set
@@ -214,7 +215,7 @@ def methods_values(b: Beyond, ft: pd.DataFrame, spread: float | None) -> dict:
             "beyond-ft-devices": Markdown("; ".join(f"{device}: {pts}" for device, pts in devices.items())),
             "beyond-ft-gaps": Markdown("; ".join(f"{k} heads: {g:.2f} BLEU"
                                                  for k, g in zip(gaps["k"], gaps["random gap"]))),
-            "beyond-ft-verdict": Markdown(choice_of_heads_verdict(ft, spread))}
+            "beyond-ft-verdict": Markdown(not_assessable(b.out) or choice_of_heads_verdict(ft, spread))}
 
 
 def show_tau(tau) -> str:

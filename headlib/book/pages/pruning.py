@@ -16,7 +16,7 @@ from scipy.stats import spearmanr
 
 from headlib.analysis.heads import short_functions
 from headlib.book.pages import OTHER_MODELS, other_models, other_models_note
-from headlib.claims import PAPER_TOLERANCE, TOLERANCE, fewest_heads_within
+from headlib.claims import PAPER_TOLERANCE, TOLERANCE, fewest_heads_within, not_assessable
 from headlib.config import get_config, grids
 from headlib.nn.model import KINDS
 from headlib.pruning.sweep import (SETTINGS, encoder_first_cross_last, enrichment, full_point, kind_mask,
@@ -184,13 +184,14 @@ def encoder_scratch(s: Sweep, spread: float | None) -> tuple[pd.DataFrame, dict]
             "not measured: an imported model has no recipe to train from scratch with.")}
     versus.to_csv(s.out.parent / "pruning_encoder_scratch.csv", index=False)
     beyond = int((versus["pruned - scratch"] > (spread or 0.0)).sum())
+    reproduces = "reproduces" if beyond == len(versus) else "does not reproduce"
     return versus, {
         "sec6-seed-spread": f"{spread:.2f} BLEU (range over the trained seeds)" if spread is not None
                             else "an amount not measured yet (one seed trained)",
         "sec6-scratch-verdict": Markdown(
             f"pruned ahead by more than that at {beyond} of {len(versus)} configurations "
             f"({', '.join(f'{d:+.2f}' for d in versus['pruned - scratch'])} BLEU); the paper's footnote 8 "
-            f"({'reproduces' if beyond == len(versus) else 'does not reproduce'} here for the encoder).")}
+            f"({not_assessable(s.out.parent) or reproduces + ' here for the encoder'}).")}
 
 
 def head_table(importance: pd.DataFrame, functions: pd.DataFrame) -> pd.DataFrame:
@@ -316,8 +317,9 @@ def order_values(s: Sweep, table: pd.DataFrame) -> dict:
     heads of each kind."""
     per_kind, layers = s.full["retained"]["enc-self"], len(s.full["per_layer"]["enc-self"])
     order = pruning_order(table)
+    c8 = "holds" if encoder_first_cross_last(order) else "does not hold"
     return {"sec63-heads-per-kind": per_kind, "sec63-heads-per-layer": per_kind // layers,
             "sec63-order": " < ".join(f"{k} (lambda {lam:g})" for k, lam in order),
-            "sec63-c8": "holds" if encoder_first_cross_last(order) else "does not hold",
+            "sec63-c8": (not_assessable(s.out.parent) or c8).removesuffix("."),
             "sec63-layer-dec-self": mean_open_layer(s.rows, "dec-self", per_kind),
             "sec63-layer-dec-enc": mean_open_layer(s.rows, "dec-enc", per_kind)}
