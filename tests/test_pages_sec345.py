@@ -99,7 +99,7 @@ def test_an_imported_models_page_says_it_was_not_trained_here():
     assert (sec3.scale_text(PROFILES["smoke"], paper, trained_here=True)      # 2+2 layers of 4 heads, d_model 32
             == "depth, heads per layer, width, vocabulary and data are scaled down to fit the compute")
     trial = pd.DataFrame({"layer norm": ["pre-LN", "post-LN"], "update": [2800, 2800], "dev BLEU greedy": [35.4, 15.4]})
-    assert "imported with its own placement, post-LN" in sec3.norm_values(trial, "post", True)["sec3-norm-verdict"].data
+    assert "imported with its own placement, post-LN" in sec3.norm_values(trial, "post", trained_here=False)["sec3-norm-verdict"].data
 
 
 def test_train_and_record_keeps_each_runs_record_with_the_results(smoke_run):

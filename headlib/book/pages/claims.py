@@ -11,6 +11,7 @@ from headlib.claims import VERDICT_KEYS, claims_table, other_models_note, verdic
 from headlib.config import get_config
 from headlib.train.trainer import run_dir
 
+
 def own_run(profile: str, pair: str, seed: int) -> str:
     """The run of (profile, pair, seed): the Sec. 3 model every claim of that unit should read."""
     return run_dir(get_config(profile, [f"train.seed={seed}"], pair=pair)).name

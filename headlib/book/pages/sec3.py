@@ -251,6 +251,10 @@ def schedule_text(train: dict | object) -> str:
     return f"linear decay to 0 at update {t['max_steps']:,}" if t["schedule"] == "linear" else "inverse square root"
 
 
+MODEL_ROWS = ("layers (encoder + decoder)", "heads per layer", "d_model / d_ff", "layer normalization", "dropout",
+              "joint vocabulary (subword pieces)", "beam size")   # the rest of `config_table` is the recipe
+
+
 def config_table(cfg, paper, profile: str, trained_here: bool = True) -> pd.DataFrame:
     """The page's model and recipe (`cfg`, a Config) beside the paper's Transformer-base (`paper`),
     one row per setting, as text; an imported model's recipe rows say it was not trained here."""
@@ -271,10 +275,6 @@ def config_table(cfg, paper, profile: str, trained_here: bool = True) -> pd.Data
             row("precision", lambda c: "bf16 autocast" if c.train.bf16 else "fp32"),
             row("beam size", lambda c: c.train.beam)]
     return pd.DataFrame(rows, columns=["setting", f"this page ({profile})", "paper (base)"]).astype(str)
-
-
-MODEL_ROWS = ("layers (encoder + decoder)", "heads per layer", "d_model / d_ff", "layer normalization", "dropout",
-              "joint vocabulary (subword pieces)", "beam size")   # the rest of `config_table` is the recipe
 
 
 def config_values(cfg, paper) -> dict:
@@ -324,15 +324,15 @@ def split_values(sizes: pd.DataFrame) -> dict:
     return {f"sec3-train-pairs-{pair}": int(n) for pair, n in sizes["train"].items()}
 
 
-def norm_values(trial: pd.DataFrame, norm: str, imported: bool = False) -> dict:
+def norm_values(trial: pd.DataFrame, norm: str, trained_here: bool = True) -> dict:
     """The glue keys of the layer-norm trial: what dev chose (`norm_choice`) and whether the profile's
-    placement `norm` ("pre" or "post") is that choice; an `imported` model's placement is its own,
-    chosen by no trial here."""
+    placement `norm` ("pre" or "post") is that choice; an imported model's (not `trained_here`)
+    placement is its own, chosen by no trial here."""
     from IPython.display import Markdown
     chosen = norm_choice(trial)
     ranked = sorted(chosen["dev"].items(), key=lambda kv: -kv[1])
     scores = " against ".join(f"{bleu:.2f} ({name})" for name, bleu in ranked)
-    if imported:
+    if not trained_here:
         verdict = (f"The trial chose the cpu profile's recipe; this page's model was imported with its own "
                    f"placement, {norm}-LN.")
     elif chosen["chosen"] == f"{norm}-LN":
