@@ -1,9 +1,14 @@
-"""Command line: python -m headlib train|translate|evaluate|grids --profile cpu --pair en-de [--set k=v]
+"""Command line: python -m headlib train|release|translate|evaluate|grids --profile cpu --pair en-de --seed 1
 
     train      train (or resume) and evaluate; prints the results JSON path and test BLEU
+    release    release a trained run into models/<profile>/<pair>/seed<seed>/ (headlib.train.release)
     translate  sentences on stdin (or --input FILE) -> one translation a line on stdout
-    evaluate   --checkpoint PATH --src FILE --ref FILE -> BLEU, chrF and signatures as JSON
+    evaluate   --src FILE --ref FILE -> BLEU, chrF and signatures as JSON
     grids      the profile's experiment grids (headlib.config.Grids) as JSON, for scripts
+
+translate and evaluate read --checkpoint (a run's final.pt or a release folder), else the release
+of (--profile, --pair, --seed), else that run's final.pt under artifacts/; they name on stderr
+which model they read.
 """
 from __future__ import annotations
 
@@ -16,12 +21,64 @@ from headlib.config import PROFILES, get_config, grids
 
 
 def _config(args):
-    return get_config(args.profile, args.set or (), pair=args.pair)
+    return get_config(args.profile, [f"train.seed={args.seed}", *(args.set or ())], pair=args.pair)
 
 
-def _checkpoint(args):
-    from headlib.train.trainer import run_dir
-    return args.checkpoint or str(run_dir(_config(args)) / "final.pt")
+@dataclasses.dataclass
+class Loaded:
+    model: object
+    tokenizer: object
+    len_alpha: float
+    beam: int
+    source: str           # what was read, for the user
+
+
+def _model(args) -> Loaded:
+    """--checkpoint (a final.pt or a release folder), else the release of the config, else its run."""
+    from pathlib import Path
+
+    from headlib.train import release
+    from headlib.train.trainer import load_model, run_dir
+    cfg = _config(args)
+    path = Path(args.checkpoint) if args.checkpoint else release.release_of(cfg)
+    if path is not None and path.is_dir():
+        r = release.load_release(path)
+        train = r.card["config"]["train"]
+        return Loaded(r.model, r.tokenizer, r.card["len_alpha"], train["beam"],
+                      f"release {path} (fingerprint {r.fingerprint})")
+    path = path or run_dir(cfg) / "final.pt"
+    if not args.checkpoint and not path.is_file():
+        seed = f" --seed {args.seed}" + "".join(f" --set {s}" for s in args.set or ())
+        raise ValueError(f"no trained model for --profile {args.profile} --pair {args.pair}{seed}: no release in "
+                         f"{release.release_dir(args.profile, args.pair, args.seed)} and no run in {path.parent}; "
+                         f"train one: python -m headlib train --profile {args.profile} --pair {args.pair}{seed}")
+    model, tokenizer, ckpt = load_model(path, user_file=bool(args.checkpoint))
+    return Loaded(model, tokenizer, ckpt["len_alpha"], ckpt["config"]["train"]["beam"], f"checkpoint {path}")
+
+
+def _lines(path: str | None) -> list[str]:
+    """The lines of --input `path` (stdin when None) as UTF-8; one error naming the file (or stdin)
+    and the line otherwise."""
+    from pathlib import Path
+    if path is not None and not Path(path).is_file():
+        raise ValueError(f"--input {path}: no such file")
+    data = Path(path).read_bytes() if path is not None else sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ValueError(f"{path or 'stdin'}: line {line} is not valid UTF-8 (byte 0x{data[e.start]:02x}); "
+                         "translate reads UTF-8 text") from None
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (1 = greedy), got {value}")
+    return value
 
 
 def cmd_train(args) -> int:
@@ -34,13 +91,31 @@ def cmd_train(args) -> int:
     return 0
 
 
+def cmd_release(args) -> int:
+    from headlib.train import release
+    from headlib.train.trainer import load_model, run_dir
+    cfg = _config(args)
+    run = run_dir(cfg)
+    if not (run / "results.json").is_file():
+        raise ValueError(f"{run}: no finished run of --profile {args.profile} --pair {args.pair} --seed {args.seed} "
+                         f"to release; train it first: python -m headlib train --profile {args.profile} "
+                         f"--pair {args.pair} --seed {args.seed}")
+    model, bpe, _ = load_model(run / "final.pt")
+    dest = release.release_dir(args.profile, args.pair, args.seed)
+    card = release.write_release(model, bpe, json.loads((run / "results.json").read_text()), dest,
+                                 log=lambda m: print(m, file=sys.stderr))
+    print(json.dumps({"release": str(dest), "fingerprint": card["fingerprint"], "dtype": card["release"]["dtype"],
+                      "bytes": card["release"]["bytes"], "bleu_shift": card["training_copy"]["bleu_shift"]}, indent=2))
+    return 0
+
+
 def cmd_translate(args) -> int:
     from headlib.nn.decode import translate
-    from headlib.train.trainer import load_model
-    model, bpe, ckpt = load_model(_checkpoint(args))
-    lines = open(args.input, encoding="utf-8").read().splitlines() if args.input else sys.stdin.read().splitlines()
-    beam = args.beam if args.beam is not None else ckpt["config"]["train"]["beam"]
-    for hyp in translate(model, bpe, lines, beam=beam, alpha=ckpt["len_alpha"]):
+    lines = _lines(args.input)
+    loaded = _model(args)
+    print(f"translate: {loaded.source}", file=sys.stderr)
+    beam = args.beam or loaded.beam
+    for hyp in translate(loaded.model, loaded.tokenizer, lines, beam=beam, alpha=loaded.len_alpha):
         print(hyp)
     return 0
 
@@ -48,12 +123,14 @@ def cmd_translate(args) -> int:
 def cmd_evaluate(args) -> int:
     from headlib.data.corpora import read_parallel
     from headlib.nn.decode import score, translate
-    from headlib.train.trainer import load_model
-    model, bpe, ckpt = load_model(_checkpoint(args))
     corpus = read_parallel(args.src, args.ref)
-    beam = args.beam if args.beam is not None else ckpt["config"]["train"]["beam"]
-    hyps = translate(model, bpe, corpus.src, beam=beam, alpha=ckpt["len_alpha"])
-    print(json.dumps(score(hyps, list(corpus.tgt)) | {"beam": beam, "len_alpha": ckpt["len_alpha"]}, indent=2))
+    if len(corpus) == 0:
+        raise ValueError(f"{args.src} and {args.ref} are empty: nothing to evaluate")
+    loaded = _model(args)
+    print(f"evaluate: {loaded.source}", file=sys.stderr)
+    beam = args.beam or loaded.beam
+    hyps = translate(loaded.model, loaded.tokenizer, corpus.src, beam=beam, alpha=loaded.len_alpha)
+    print(json.dumps(score(hyps, list(corpus.tgt)) | {"beam": beam, "len_alpha": loaded.len_alpha}, indent=2))
     return 0
 
 
@@ -82,17 +159,20 @@ def main(argv=None) -> int:
     grid.add_argument("--profile", default="cpu", choices=list(PROFILES))
     grid.add_argument("--key", help="print one grid, comma-joined (e.g. lambdas_encoder)")
     grid.add_argument("--groups", type=int, help="with --key: groups of this many values, space-separated")
-    for name, fn in (("train", cmd_train), ("translate", cmd_translate), ("evaluate", cmd_evaluate)):
+    for name, fn in (("train", cmd_train), ("release", cmd_release), ("translate", cmd_translate),
+                     ("evaluate", cmd_evaluate)):
         p = sub.add_parser(name)
         p.set_defaults(fn=fn)
         p.add_argument("--profile", default="cpu", choices=list(PROFILES))
         p.add_argument("--pair", default="en-de")
+        p.add_argument("--seed", type=positive_int, default=1, help="training seed (train.seed)")
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. train.lr=5e-4")
         if name == "train":
             p.add_argument("--quiet", action="store_true")
-        else:
-            p.add_argument("--checkpoint", help="final.pt of a run (default: the run of --profile/--pair/--set)")
-            p.add_argument("--beam", type=int, help="beam size (default: the config's)")
+        elif name != "release":
+            p.add_argument("--checkpoint", help="a run's final.pt or a release folder (default: the release of "
+                           "--profile/--pair/--seed, else its run)")
+            p.add_argument("--beam", type=positive_int, help="beam size (default: the model's)")
         if name == "translate":
             p.add_argument("--input", help="file with one sentence a line (default: stdin)")
         if name == "evaluate":

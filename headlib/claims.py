@@ -16,6 +16,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from headlib.analysis.heads import RARE_MARGIN, layer_summary, rare_word_candidate
+from headlib.tables import read_table
 from headlib.train.records import pair_training_table
 
 HOLDS, FAILS, PARTLY, MISSING, UNASSESSABLE = "holds", "does not hold", "partly", "not measured", "not assessable"
@@ -73,22 +74,15 @@ def model_bleu(out: Path) -> float | None:
     return float(run["test"][main_test_set(run["pair"])]["beam"]["bleu"])
 
 
-def _csv(out: Path, name: str) -> pd.DataFrame:
-    path = out / name
-    if not path.is_file():
-        raise FileNotFoundError(path)
-    return pd.read_csv(path)
-
-
 def c1_lrp_vs_confidence(out):
-    imp = _csv(out, "head_importance.csv")
+    imp = read_table(out, "head_importance.csv")
     rho = spearmanr(imp["relevance"], imp["confidence"])
     holds = rho.statistic > 0.3 and rho.pvalue < 0.01
     return f"Spearman rho = {rho.statistic:.2f} (p = {rho.pvalue:.1e}, {len(imp)} heads)", HOLDS if holds else FAILS
 
 
 def c2_few_heads_per_layer(out):
-    imp = _csv(out, "head_importance.csv")
+    imp = read_table(out, "head_importance.csv")
     share = layer_summary(imp)["top share"]
     uniform = 1 / imp.groupby("layer").size().iloc[0]
     n = int((share >= 2 * uniform).sum())
@@ -100,7 +94,7 @@ def c2_few_heads_per_layer(out):
 def c3_positional(out):
     """Positional heads attend to a neighbour (offset -1 or +1 in the paper): a head whose argmax
     is most often the token itself (offset 0) is a diagonal head, not a positional one here."""
-    pos = _csv(out, "positional_heads.csv")
+    pos = read_table(out, "positional_heads.csv")
     neighbour = pos[pos["offset"] != 0]
     found = neighbour[neighbour["positional"]]
     itself = pos[pos["offset"] == 0]
@@ -118,7 +112,7 @@ def c3_positional(out):
 
 
 def c4_syntactic(out):
-    best = _csv(out, "syntactic_best.csv")
+    best = read_table(out, "syntactic_best.csv")
     n, n_rel = int(best["syntactic"].sum()), int(best["syntactic_relative"].sum())
     verdict = HOLDS if n >= len(best) / 2 else PARTLY if n or n_rel else FAILS
     return (f"{n} of {len(best)} relation-directions have a head >= 10 points above the positional "
@@ -129,8 +123,8 @@ def c5_rare_word(out):
     """The top layer-1 head by rarest-token rate, judged against the other layer-1 heads: on short
     sentences every head hits one of the two rarest tokens often (chance is high), so a rate alone
     says little; the head must stand out (`heads.rare_word_candidate`)."""
-    rates = _csv(out, "rare_word_rates.csv")
-    imp = _csv(out, "head_importance.csv")
+    rates = read_table(out, "rare_word_rates.csv")
+    imp = read_table(out, "head_importance.csv")
     layer1 = rates[rates["layer"] == 1]
     if not layer1["n"].max():
         return "no sentence's rarest token is outside the most frequent ones: nothing to measure", UNASSESSABLE
@@ -155,7 +149,7 @@ def fewest_heads_within(table: pd.DataFrame, reference: float, tolerance: float)
 
 
 def c6_few_heads_suffice(out):
-    table = _csv(out, "pruning_encoder.csv")
+    table = read_table(out, "pruning_encoder.csv")
     full = table["BLEU"].iloc[0] - table["vs. full"].iloc[0]
     tuned = table["BLEU"].iloc[0]
     within, within_tuned = (fewest_heads_within(table, ref, TOLERANCE) for ref in (full, tuned))
@@ -183,7 +177,7 @@ def c7_pruned_beats_scratch(out):
     diffs = {}
     for name, label in (("pruning_encoder_scratch.csv", "encoder"), ("pruning_all_attention.csv", "all attention")):
         if (out / name).is_file():
-            diffs[label] = _csv(out, name)["pruned - scratch"].dropna().tolist()
+            diffs[label] = read_table(out, name)["pruned - scratch"].dropna().tolist()
     if not any(diffs.values()):
         raise FileNotFoundError(out / "pruning_encoder_scratch.csv")
     spread = seed_spread(out)
@@ -198,15 +192,15 @@ def c7_pruned_beats_scratch(out):
 
 def c8_pruning_order(out):
     from headlib.pruning.sweep import encoder_first_cross_last, pruning_order
-    table = _csv(out, "pruning_all_attention.csv")
+    table = read_table(out, "pruning_all_attention.csv")
     order = pruning_order(table)
     holds = encoder_first_cross_last(order)
     return "half of the heads gone first in " + " < ".join(f"{k} (lambda {lam:g})" for k, lam in order), HOLDS if holds else FAILS
 
 
 def c9_specialized_survive(out):
-    enrich = _csv(out, "pruning_enrichment.csv")
-    surv = _csv(out, "pruning_survival.csv")
+    enrich = read_table(out, "pruning_enrichment.csv")
+    surv = read_table(out, "pruning_survival.csv")
     rho = spearmanr(surv["survives_to_lambda"], surv["relevance"])
     sig_rel = int((enrich["Mann-Whitney p"] < 0.05).sum())
     sig_fun = int((enrich["Fisher p"] < 0.05).sum())
@@ -290,7 +284,7 @@ def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS, runs: dict[str, 
         try:
             ours, verdict = c.judge(Path(out))
         except FileNotFoundError as e:
-            ours, verdict = f"({Path(e.args[0]).name} not computed for this pair)", MISSING
+            ours, verdict = f"({Path(getattr(e, 'path', None) or e.args[0]).name} not computed for this pair)", MISSING
         rows.append({"claim": c.key, "section": c.section, "the paper says": c.claim, "paper": c.paper,
                      "ours": ours, "criterion": c.criterion, "verdict": verdict})
         if runs is not None:

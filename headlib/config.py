@@ -192,6 +192,18 @@ class Grids:
     dsp_lr_heads: tuple[int, ...] = (3, 12, 24)
     random_masks: int = 3
     ablation_step: int = 6
+    # How many sentences each page analyses (its size, not its recipe).
+    importance_sentences: int = 500     # Sec. 4: held-out sentences for confidence and LRP
+    function_sentences: int = 2000      # Sec. 5: held-out sentences for positional and rare-word heads
+    gold_sentences: int = 0             # Sec. 5: UD English EWT sentences for gold vs spaCy parses (0 = all)
+    gradient_dev: int = 500             # Beyond: dev pairs for Michel et al.'s gradient importance
+    around_dev: int = 500               # Around: dev pairs scored by greedy BLEU
+    constant_train: int = 5000          # Around: training sentences averaged into constant patterns
+    typed_maps: int = 200               # Around: dev pairs whose attention maps are typed
+    explain_sentences: int = 300        # Around: dev sentences for rollout vs LRP
+    ntrex_sentences: int = 500          # Around: NTREX sentences per target language
+    lottery_heads: int = 12             # Around: encoder heads the lottery ticket keeps
+    compare_pairs: tuple[str, ...] = ("en-de", "en-fr")   # Around: models compared on the same English sentences
 
     def lambdas(self, setting: str) -> tuple[float, ...]:
         return {"encoder": self.lambdas_encoder, "all": self.lambdas_all}[setting]
@@ -202,7 +214,9 @@ class Grids:
 
 GRIDS: dict[str, Grids] = {
     "smoke": Grids(lambdas_encoder=(0.01, 1.0), lambdas_all=(0.5,), scratch_heads_encoder=(2,),
-                   scratch_heads_all=(12,), finetune_steps=10, method_heads=(2,), dsp_lr_heads=(2,), ablation_step=4),
+                   scratch_heads_all=(12,), finetune_steps=10, method_heads=(2,), dsp_lr_heads=(2,), ablation_step=4,
+                   importance_sentences=50, function_sentences=100, gold_sentences=200, gradient_dev=20, around_dev=20,
+                   constant_train=50, typed_maps=5, explain_sentences=5, ntrex_sentences=10, lottery_heads=3),
     "cpu": Grids(),
     "base": Grids(),
     "pretrained": Grids(),

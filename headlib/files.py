@@ -58,18 +58,24 @@ class CheckpointError(ValueError):
 
 def load_checkpoint(path: str | Path, what: str = "checkpoint", *, config: dict | None = None,
                     ignore: tuple[str, ...] = (), results_version: int | None = None, map_location="cpu",
-                    weights_only: bool = False) -> Any:
+                    weights_only: bool = False, user_file: bool = False) -> Any:
     """`torch.load(path)`, with one line naming the file when it is missing, truncated or corrupt,
     or (given them) saved under another `config` (but for its dotted keys `ignore`) or
-    `results_version` than the caller's."""
+    `results_version` than the caller's. A cache's error says to delete it; a `user_file` (a
+    path the user gave) is never to be deleted, so its error says what the file is not."""
     import torch
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no {what} (the file does not exist)")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=weights_only)
-    except (pickle.UnpicklingError, EOFError, RuntimeError, zipfile.BadZipFile) as e:
-        # a truncated zip archive (RuntimeError from torch's reader), a bad pickle, not a torch file
+    except (pickle.UnpicklingError, EOFError, RuntimeError, zipfile.BadZipFile, ValueError, ImportError,
+            AttributeError, OSError) as e:
+        # a truncated zip archive (RuntimeError or OSError from torch's reader), a bad pickle, a text file (ValueError from the
+        # legacy reader), a pickle of classes this code does not have (ImportError, AttributeError)
+        if user_file:
+            raise CheckpointError(f"{path}: not a {what} saved by torch.save (a truncated or corrupt file, or "
+                                  f"another kind of file: {first_line(e)})") from None
         raise CheckpointError(f"{path}: not a readable {what}; the file is truncated or corrupt ({first_line(e)}); "
                               "delete it to compute it again") from None
     saved_config = ckpt.get("config") if isinstance(ckpt, dict) else None

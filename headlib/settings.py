@@ -4,7 +4,9 @@
                directory whose pyproject.toml names headlib
     data       the corpora (read only): $HEADLIB_DATA, else <root>/../shared/data
     artifacts  every cache (BPE models, checkpoints, parses): $HEADLIB_ARTIFACTS, else <root>/artifacts
-    results    the committed result tables: <root>/results
+    results    the committed result tables: $HEADLIB_RESULTS, else <root>/results (`python -m headlib.book
+               verify` re-executes pages against a scratch copy)
+    models     the released models (weights, tokenizer, card per profile, pair, seed): <root>/models
     notebooks  the study's notebook sources: <root>/notebooks
     book       the cpu profile's book (hand-written pages, executed notebooks): <root>/book
 
@@ -30,6 +32,7 @@ class Settings:
     data: Path
     artifacts: Path
     results: Path
+    models: Path
     notebooks: Path
     book: Path
 
@@ -55,7 +58,8 @@ def settings() -> Settings:
         root=root,
         data=Path(env("HEADLIB_DATA") or root.parent / "shared" / "data").resolve(),
         artifacts=Path(env("HEADLIB_ARTIFACTS") or root / "artifacts").resolve(),
-        results=root / "results",
+        results=Path(env("HEADLIB_RESULTS") or root / "results").resolve(),
+        models=root / "models",
         notebooks=root / "notebooks",
         book=root / "book",
     )
@@ -63,8 +67,14 @@ def settings() -> Settings:
 
 def results_dir(profile: str, pair: str, seed: int) -> Path:
     """Where the result tables of (profile, pair, seed) go: the cpu profile's are committed under
-    `results/`, any other profile's under `artifacts/results/` (so test runs never touch them)."""
-    s = settings()
-    path = (s.results if profile == "cpu" else s.artifacts / "results") / profile / pair / f"seed{seed}"
+    `results/`, any other profile's under `artifacts/results/` (so test runs never touch them);
+    every profile's under $HEADLIB_RESULTS where it is set."""
+    path = results_root(profile) / profile / pair / f"seed{seed}"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def results_root(profile: str) -> Path:
+    """The folder of `profile`'s result tables (`results_dir` without the profile, pair and seed)."""
+    s = settings()
+    return s.results if profile == "cpu" or os.environ.get("HEADLIB_RESULTS") else s.artifacts / "results"

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from headlib.book import runner as book
+import headlib.book as book
 from headlib.settings import settings
 
 

@@ -10,7 +10,8 @@ import nbformat
 import pytest
 from book_helpers import build_log, smoke_book
 
-from headlib.book import glue_refs, runner as book
+import headlib.book as book
+from headlib.book import glue_refs
 from headlib.config import get_config
 from headlib.settings import settings
 
@@ -37,7 +38,7 @@ def test_smoke_book_stays_out_of_book_dir(smoke):
     toc = (smoke.out / "_toc.yml").read_text()
     assert "executed/en-de/seed1/03_data_and_models" in toc and "smoke profile" in toc
     manifest = json.loads(book.manifest_path(smoke.results[0].output).read_text())
-    assert manifest["profile"] == "smoke" and manifest["parameters"] == {"profile": "smoke", "pairs": "en-de", "seed": 1}
+    assert manifest["profile"] == "smoke" and manifest["parameters"] == {"profile": "smoke", "pair": "en-de", "seed": 1}
     with pytest.raises(book.BookError, match="holds outputs of profile smoke"):
         book.prepare_out(smoke.out, "cpu")
     with pytest.raises(book.BookError, match="committed outputs of the cpu profile"):
@@ -167,15 +168,19 @@ def test_pages_hold_no_logic(tmp_path):
 
 def test_parameters_check_catches_a_missing_cell(tmp_path):
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell('profile = "smoke"\npairs = "en-de"\nseed = 1')]
+    nb.cells = [nbformat.v4.new_code_cell('profile = "smoke"\npair = "en-de"\nseed = 1')]
     nbformat.write(nb, tmp_path / "untagged.ipynb")
     with pytest.raises(book.BookError, match="no code cell tagged 'parameters'"):
         book.check_parameters(tmp_path / "untagged.ipynb")
     nb.cells[0].metadata["tags"] = ["parameters"]
-    nb.cells[0].source = 'profile = "smoke"\npairs = "en-de"'
+    nb.cells[0].source = 'profile = "smoke"\npair = "en-de"'
     nbformat.write(nb, tmp_path / "no_seed.ipynb")
     with pytest.raises(book.BookError, match="does not assign seed"):
         book.check_parameters(tmp_path / "no_seed.ipynb")
+    nb.cells[0].source = 'profile = "smoke"\npair = "en-de"\nseed = 1\nn_sentences = 0'
+    nbformat.write(nb, tmp_path / "sizes.ipynb")
+    with pytest.raises(book.BookError, match="assigns n_sentences; a page's parameters are profile, pair, seed only"):
+        book.check_parameters(tmp_path / "sizes.ipynb")
     assert any("untagged" in p for p in book.check(tmp_path, src_dir=tmp_path))
 
 
@@ -194,7 +199,7 @@ TINY = book.Notebook("tiny", "Tiny")
 def write_tiny(src_dir, body="value = seed * 10"):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    params = nbformat.v4.new_code_cell('profile = "smoke"\npairs = "en-de"\nseed = 1')
+    params = nbformat.v4.new_code_cell('profile = "smoke"\npair = "en-de"\nseed = 1')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(body)]
     src_dir.mkdir(exist_ok=True)

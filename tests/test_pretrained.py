@@ -9,7 +9,7 @@ import json
 import pytest
 from marian_helpers import saved_marian
 
-from headlib.book import runner as book
+import headlib.book as book
 from headlib.data.corpora import load_split
 
 PAGES = ("03_data_and_models", "04_important_heads", "05_head_functions", "06_pruning_encoder",

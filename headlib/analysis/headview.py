@@ -6,9 +6,9 @@ No external scripts or styles, so it renders in the static book and offline.
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import json
-import uuid
 
 import numpy as np
 
@@ -68,8 +68,9 @@ def head_view_html(sentences: list[list[str]], attention: list[np.ndarray], laye
     data = {"sentences": [{"tokens": t, "attention": np.round(a.astype(float), 3).tolist()}
                           for t, a in zip(sentences, attention)]}
     labels = labels or [" ".join(t)[:60] for t in sentences]
-    div = f"hv-{uuid.uuid4().hex[:8]}"
     payload = json.dumps(data).replace("</", "<\\/")   # JSON inside <script>: no closing tag
+    # an id from the content, so that the same view renders to the same HTML (a page's glued values compare equal)
+    div = "hv-" + hashlib.sha1(json.dumps([payload, labels, layer, head]).encode()).hexdigest()[:8]
 
     def options(names, chosen):
         return "".join(f'<option value="{i}"{" selected" if i == chosen else ""}>{html.escape(n)}</option>'

@@ -1,6 +1,6 @@
-"""`python -m headlib.book run|status|check|build`: the book runner's command line."""
+"""`python -m headlib.book run|status|check|verify|build`: the book's command line (`cli`)."""
 import sys
 
-from headlib.book.runner import main
+from headlib.book.cli import main
 
 sys.exit(main())

@@ -30,6 +30,7 @@ class GlueRef:
     doc: str           # docname the key must be defined in
     key: str
     line: int
+    fmt: str = ""      # the format spec of a {glue:text} role ("" where there is none)
 
 
 def _docname(out: Path, path: Path) -> str:
@@ -53,11 +54,12 @@ def references_in_text(text: str, page: str, first_line: int = 1) -> list[GlueRe
     """Glue roles and directives in MyST text, parsed as myst-nb parses them."""
     refs = []
     for m in _ROLE.finditer(text):
-        kind, body = m.group(1) or "any", m.group(2)
-        if kind in ("text", "md") and ":" in body:
-            body = body.rsplit(":", 1)[0]          # drop the format spec
+        kind, body, fmt = m.group(1) or "any", m.group(2), ""
+        if kind in ("text", "md") and ":" in body.replace("::", ""):
+            body, fmt = body.rsplit(":", 1)          # the format spec
         doc, _, key = body.rpartition("::") if "::" in body and kind != "md" else ("", "", body)
-        refs.append(GlueRef(page, _resolve(page, doc) if doc else page, key, first_line + text.count("\n", 0, m.start())))
+        refs.append(GlueRef(page, _resolve(page, doc) if doc else page, key, first_line + text.count("\n", 0, m.start()),
+                            fmt if kind == "text" else ""))
     lines = text.splitlines()
     for m in _DIRECTIVE.finditer(text):
         line = text.count("\n", 0, m.start())
@@ -90,7 +92,7 @@ def glue_references(out: Path) -> list[GlueRef]:
         else:
             for i, cell in enumerate(read_notebook(path).cells):
                 if cell.cell_type == "markdown":
-                    refs += [GlueRef(r.page, r.doc, r.key, i) for r in references_in_text(cell.source, page)]
+                    refs += [GlueRef(r.page, r.doc, r.key, i, r.fmt) for r in references_in_text(cell.source, page)]
     return refs
 
 

@@ -11,9 +11,10 @@ import pandas as pd
 from scipy.stats import wilcoxon
 
 from headlib.analysis.interventions import Counts, constant_attention, edit_attention, log_quantize, threshold
-from headlib.claims import FAILS, HOLDS, PARTLY, Claim, _csv, claims_table
+from headlib.claims import FAILS, HOLDS, PARTLY, Claim, claims_table
 from headlib.nn.decode import evaluate_bleu
 from headlib.nn.model import KINDS
+from headlib.tables import read_table
 
 THRESHOLDS = (0.0, 0.001, 0.01, 0.03, 0.05, 0.1, 0.2, 0.3)   # A3: attention values below t set to 0
 BITS = (1, 2, 3, 4)                                          # A3: log quantization to 2^bits levels
@@ -66,7 +67,7 @@ def quantization_sweep(model, bpe, dev, bits=BITS) -> pd.DataFrame:
 
 
 def a1_single_heads(out):
-    t = _csv(out, "single_head_ablation.csv")
+    t = read_table(out, "single_head_ablation.csv")
     worst, best = t.loc[t["change"].idxmin()], t.loc[t["change"].idxmax()]
     improve = int((t["change"] >= 0.3).sum())
     harmless = worst["change"] > -1.0
@@ -77,7 +78,7 @@ def a1_single_heads(out):
 
 
 def a2_constant_attention(out):
-    t = _csv(out, "constant_attention.csv")
+    t = read_table(out, "constant_attention.csv")
     heads = t[t["what"] == "head"]
     every = t[t["what"] == "all"].iloc[0]
     ok = int((heads["change"] > -0.5).sum())
@@ -88,7 +89,7 @@ def a2_constant_attention(out):
 
 
 def a3_sparsity_quantization(out):
-    sp, qu = _csv(out, "attention_sparsity.csv"), _csv(out, "attention_quantization.csv")
+    sp, qu = read_table(out, "attention_sparsity.csv"), read_table(out, "attention_quantization.csv")
     full = sp.loc[sp["threshold"] == 0, "BLEU"].item()
     fine = sp[sp["BLEU"] >= 0.99 * full]
     zeroed = float(fine["zeroed"].max())
@@ -100,7 +101,7 @@ def a3_sparsity_quantization(out):
 
 
 def a4_rollout(out):
-    t = _csv(out, "rollout.csv")
+    t = read_table(out, "rollout.csv")
     local, glob = t["LRP vs local"].mean(), t["LRP vs rollout"].mean()
     p = wilcoxon(t["LRP vs rollout"], t["LRP vs local"], alternative="greater").pvalue
     verdict = HOLDS if glob > local and p < 0.05 else FAILS
@@ -109,7 +110,7 @@ def a4_rollout(out):
 
 
 def a5_crosslingual(out):
-    t = _csv(out, "crosslingual_agreement.csv")
+    t = read_table(out, "crosslingual_agreement.csv")
     rho = lambda level: t.loc[t["level"] == level, "rho"].mean()
     heads, layers, domain = rho("heads across pairs"), rho("layer top share"), rho("heads, ntrex vs own test set")
     verdict = HOLDS if heads >= 0.5 else PARTLY if heads > 0.2 or layers >= 0.6 else FAILS
@@ -118,7 +119,7 @@ def a5_crosslingual(out):
 
 
 def a6_lottery(out):
-    t = _csv(out, "lottery.csv").set_index("method")
+    t = read_table(out, "lottery.csv").set_index("method")
     full, ticket = t.loc["unpruned"], t.loc["lottery ticket"]
     change, speedup = ticket["BLEU"] - full["BLEU"], ticket["encoder speed-up"]
     a, b = change >= -0.5, speedup >= 1.2
@@ -132,7 +133,7 @@ def a6_lottery(out):
 
 def a7_head_adaptation(out):
     """Read from the en-ru news model of the same profile and seed (`headlib.studies.domains`)."""
-    t = _csv(out.parent.parent / "en-ru.news" / out.name, "adaptation.csv").set_index("way")
+    t = read_table(out.parent.parent / "en-ru.news" / out.name, "adaptation.csv").set_index("way")
     start, full = t.loc["none", "tatoeba"], t.loc["all", "tatoeba"]
     alps = t.loc[t.index.str.startswith("alps")].iloc[0]
     rand = t.loc[t.index.str.startswith("random"), "tatoeba"]
@@ -146,7 +147,7 @@ def a7_head_adaptation(out):
 
 
 def a8_refined_lrp(out):
-    t = _csv(out, "refined_lrp.csv").pivot(index="sentence", columns="ordering", values="area")
+    t = read_table(out, "refined_lrp.csv").pivot(index="sentence", columns="ordering", values="area")
     p = wilcoxon(t["refined LRP"], t["plain LRP"], alternative="less").pvalue
     verdict = HOLDS if t["refined LRP"].mean() < t["plain LRP"].mean() and p < 0.05 else FAILS
     return (f"deletion-curve area (mean log-prob, lower is better): refined {t['refined LRP'].mean():.3f}, plain "

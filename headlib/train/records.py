@@ -22,6 +22,7 @@ from headlib.config import Config, ModelConfig, get_config
 from headlib.data.corpora import main_test_set
 from headlib.nn.model import Transformer
 from headlib.settings import results_dir
+from headlib.train import release
 from headlib.train.trainer import load_model, run_dir, trained_model
 
 
@@ -60,7 +61,10 @@ def committed_record(cfg: Config) -> dict | None:
 
 
 def run_record(cfg: Config) -> dict | None:
-    """What is known of this config's run: its results.json here, else its committed record."""
+    """What is known of this config's model: its release's card, else its run's results.json
+    here, else its committed record."""
+    if (path := release.release_of(cfg)) is not None:
+        return release.read_card(path)
     path = run_dir(cfg) / "results.json"
     return json.loads(path.read_text()) if path.is_file() else committed_record(cfg)
 
@@ -122,10 +126,13 @@ def weights(model: Transformer | RecordedModel) -> Transformer:
 
 
 def recorded_model(profile: str = "cpu", pair: str = "en-de", seed: int = 1) -> tuple[Transformer | RecordedModel, dict]:
-    """The final model of (profile, pair, seed) and its record: the trained model if it is on this
-    machine, else the committed record's model (`RecordedModel`, weights loaded on demand), else
-    trained first."""
+    """The final model of (profile, pair, seed) and its record: its release, else the trained model
+    if it is on this machine, else the committed record's model (`RecordedModel`, weights loaded on
+    demand), else trained first."""
     cfg = get_config(profile, [f"train.seed={seed}"], pair=pair)
+    if release.release_of(cfg) is not None:
+        model, _, card = trained_model(profile, pair, seed)
+        return model, card
     if not (run_dir(cfg) / "results.json").is_file() and (record := committed_record(cfg)) is not None:
         return RecordedModel(record, run_dir(cfg) / "final.pt"), record
     model, _, results = trained_model(profile, pair, seed)

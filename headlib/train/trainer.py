@@ -42,7 +42,7 @@ from headlib.files import CheckpointError, artifacts_dir, first_line, load_check
 from headlib.nn.decode import evaluate_bleu
 from headlib.nn.loss import linear_cross_entropy, reference_cross_entropy
 from headlib.nn.model import Transformer
-from headlib.train import pretrained
+from headlib.train import pretrained, release
 from headlib.train.machine import device, machine
 
 
@@ -352,11 +352,11 @@ def train(cfg: Config, progress: bool = True) -> dict:
     return finalize(trainer)
 
 
-def load_model(path: str | Path, map_location="cpu") -> tuple[Transformer, BPE, dict]:
+def load_model(path: str | Path, map_location="cpu", user_file: bool = False) -> tuple[Transformer, BPE, dict]:
     """The final model of a run (its `final.pt`, beside `bpe.json`, or an imported model's
-    tokenizer), in eval mode."""
+    tokenizer), in eval mode; `user_file`: a path the user named (`load_checkpoint`)."""
     path = Path(path)
-    ckpt = load_checkpoint(path, "trained model", map_location=map_location)
+    ckpt = load_checkpoint(path, "trained model", map_location=map_location, user_file=user_file)
     try:
         model = Transformer(ModelConfig(**ckpt["config"]["model"]), ckpt["vocab_size"])
         model.load_state_dict(ckpt["model"])
@@ -370,16 +370,22 @@ def load_model(path: str | Path, map_location="cpu") -> tuple[Transformer, BPE, 
 
 def run_tokenizer(run: Path) -> BPE | pretrained.MarianTokenizerAdapter:
     """A run's tokenizer: its joint BPE (`bpe.json`), or an imported model's own (`tokenizer/`)."""
-    return pretrained.tokenizer_of(run) if (run / "tokenizer").is_dir() else BPE.load(run / "bpe.json")
+    if (run / "tokenizer").is_dir():
+        return pretrained.tokenizer_of(run)
+    if not (run / "bpe.json").is_file():
+        raise CheckpointError(f"{run}: no tokenizer beside the model (bpe.json, or tokenizer/ for an imported model)")
+    return BPE.load(run / "bpe.json")
 
 
 def trained_model(profile: str = "cpu", pair: str = "en-de", seed: int = 1, overrides=()) -> tuple[Transformer, BPE, dict]:
-    """The final model of (profile, pair, seed), trained first if it is not cached, with its
-    BPE and results."""
+    """The final model of (profile, pair, seed) with its tokenizer and record: its release
+    (`headlib.train.release`, the card as the record) if there is one, else the run's, trained
+    first if it is not cached."""
     from headlib.config import get_config
     cfg = get_config(profile, [f"train.seed={seed}", *overrides], pair=pair)
+    if (path := release.release_of(cfg)) is not None:
+        r = release.load_release(path)
+        return r.model, r.tokenizer, r.card
     results = train(cfg, progress=False)
     model, bpe, _ = load_model(run_dir(cfg) / "final.pt")
     return model, bpe, results
-
-

@@ -23,6 +23,7 @@ from headlib.pruning.subset import OVERLAP_DRAWS, subset_overlap
 from headlib.pruning.sweep import (METHOD_ORDER, choice_of_heads_verdict, dev_choice, dev_choice_note,
                                    method_comparison, method_gaps, points, prune_point, scratch_rows)
 from headlib.settings import results_dir
+from headlib.tables import read_table
 from headlib.train.trainer import Prepared, prepare_data, trained_model
 
 
@@ -95,7 +96,7 @@ def importance_measures(b: Beyond) -> tuple[pd.DataFrame, dict[int, dict], int]:
     importance on dev, Hard Concrete survival (Sec. 6.2, where computed) and DSP's logits at the
     fine-tuned head count nearest half the heads. Returns the table, DSP's points by head count
     and that head count."""
-    importance = pd.read_csv(b.out / "head_importance.csv")
+    importance = read_table(b.out, "head_importance.csv")
     measures = importance[["layer", "head", "confidence", "relevance"]].rename(columns={"relevance": "LRP"})
     measures["gradient (Michel)"] = _per_head(measures, gradient_importance(b.model, b.dev_pairs())["enc-self"])
     rules = b.out / "lrp_rules.csv"

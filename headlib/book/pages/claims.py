@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from headlib.book.runner import default_out, page_runs
+from headlib.book.keys import page_runs
+from headlib.book.plan import default_out
 from headlib.claims import VERDICT_KEYS, claims_table, other_models_note, verdicts
 from headlib.config import get_config
 from headlib.train.trainer import run_dir

@@ -434,12 +434,15 @@ def training_values(results: dict[str, dict]) -> dict:
 
 
 def train_and_record(configs: dict, profile: str, seed: int) -> dict[str, dict]:
-    """Train (or read from the cache) each pair's model and keep its record with the result tables
-    (`results/<profile>/<pair>/seed<seed>/training_results.json`; the runs are not committed)."""
+    """Each pair's model record: its release's card, else its run's (trained, or read from the
+    cache), kept with the result tables (`results/<profile>/<pair>/seed<seed>/training_results.json`;
+    the runs are not committed)."""
     from headlib.files import write_json
     from headlib.settings import results_dir
+    from headlib.train.records import run_record
+    from headlib.train.release import release_of
     from headlib.train.trainer import train
-    results = {pair: train(cfg, progress=False) for pair, cfg in configs.items()}
+    results = {pair: run_record(cfg) if release_of(cfg) else train(cfg, progress=False) for pair, cfg in configs.items()}
     for pair, r in results.items():
         write_json(results_dir(profile, pair, seed) / "training_results.json", r)
     return results
