@@ -14,7 +14,8 @@ import pandas as pd
 WRITERS = {
     **dict.fromkeys(("head_importance.csv", "lrp_rules.csv"), "04_important_heads"),
     **dict.fromkeys(("positional_heads.csv", "syntactic_accuracy.csv", "syntactic_best.csv",
-                     "syntactic_gold_vs_spacy.csv", "rare_word_rates.csv"), "05_head_functions"),
+                     "syntactic_gold_vs_spacy.csv", "rare_word_rates.csv", "null_positional_heads.csv",
+                     "null_syntactic_best.csv", "null_rare_word_rates.csv"), "05_head_functions"),
     **dict.fromkeys(("pruning_encoder.csv", "pruning_encoder_scratch.csv", "pruning_enrichment.csv",
                      "pruning_survival.csv"), "06_pruning_encoder"),
     "pruning_all_attention.csv": "07_pruning_all_attention",

@@ -79,6 +79,13 @@ def run_dir(cfg: Config) -> Path:
     return artifacts_dir() / "runs" / f"{cfg.data.pair}-{cfg.profile}-{cfg.digest(key)}"
 
 
+def initial_model(cfg: Config, vocab_size: int) -> Transformer:
+    """A run's model before its first update: the config's architecture initialised from its seed
+    (the global RNG is seeded, as training needs it to be)."""
+    torch.manual_seed(cfg.train.seed)
+    return Transformer(cfg.model, vocab_size)
+
+
 def lr_at(step: int, cfg: Config) -> float:
     """Linear warmup to `lr`, then the inverse-sqrt decay lr * sqrt(warmup / step) (App. B.3) or,
     with ``train.schedule=linear``, a linear decay that reaches 0 at `max_steps`."""
@@ -128,8 +135,7 @@ class Trainer:
         self.dev = device()
         self.data = prepare_data(cfg)
         self.batches = make_batches(self.data.train, cfg.train.max_tokens)
-        torch.manual_seed(cfg.train.seed)
-        self.model = Transformer(cfg.model, self.data.bpe.vocab_size).to(self.dev)
+        self.model = initial_model(cfg, self.data.bpe.vocab_size).to(self.dev)
         self.net = self.model
         if self.world > 1:
             self.net = torch.nn.parallel.DistributedDataParallel(self.model)
