@@ -204,6 +204,8 @@ class Grids:
     ntrex_sentences: int = 500          # Around: NTREX sentences per target language
     lottery_heads: int = 12             # Around: encoder heads the lottery ticket keeps
     compare_pairs: tuple[str, ...] = ("en-de", "en-fr")   # Around: models compared on the same English sentences
+    # The study's units, "pair/seed": each a release and its pages (the Claims page lists those not done).
+    units: tuple[str, ...] = ("en-de/1", "en-de/2", "en-de/3", "en-fr/1", "en-ru/1")
 
     def lambdas(self, setting: str) -> tuple[float, ...]:
         return {"encoder": self.lambdas_encoder, "all": self.lambdas_all}[setting]
@@ -216,7 +218,8 @@ GRIDS: dict[str, Grids] = {
     "smoke": Grids(lambdas_encoder=(0.01, 1.0), lambdas_all=(0.5,), scratch_heads_encoder=(2,),
                    scratch_heads_all=(12,), finetune_steps=10, method_heads=(2,), dsp_lr_heads=(2,), ablation_step=4,
                    importance_sentences=50, function_sentences=100, gold_sentences=200, gradient_dev=20, around_dev=20,
-                   constant_train=50, typed_maps=5, explain_sentences=5, ntrex_sentences=10, lottery_heads=3),
+                   constant_train=50, typed_maps=5, explain_sentences=5, ntrex_sentences=10, lottery_heads=3,
+                   units=("en-de/1",)),
     "cpu": Grids(),
     "base": Grids(),
     "pretrained": Grids(),

@@ -63,6 +63,16 @@ def test_commands_and_pages_read_the_release_first(released, monkeypatch):
     assert trained_model("smoke", "en-de", 1)[2]["fingerprint"] == card["training_copy"]["fingerprint"]
 
 
+def test_a_release_of_another_recipe_is_an_error_not_a_model(released):
+    from headlib.config import get_config
+    _, _, path, _ = released
+    card = json.loads((path / "card.json").read_text())
+    card["config"]["train"]["lr"] *= 2                                    # the code's recipe changed since
+    (path / "card.json").write_text(json.dumps(card))
+    with pytest.raises(release.ReleaseError, match="trained with another config or results version"):
+        release.release_of(get_config("smoke"))
+
+
 def test_changed_weights_are_refused_naming_the_file(released, tmp_path):
     _, _, path, _ = released
     copy = tmp_path / "copy"
@@ -115,6 +125,18 @@ def test_pages_re_executed_from_the_release_give_every_glued_value_back(released
     assert not book.check_models(out, require_release=True)
     manifest = json.loads(book.manifest_path(out / "executed/en-de/seed1/04_important_heads.ipynb").read_text())
     assert manifest["model"]["release"] and manifest["model"]["fingerprint"] == release.read_card(released[2])["fingerprint"]
+    # a committed record computed from another model, or a page that reads one, is refused by check
+    record = results_dir("smoke", "en-de", 1) / "pruning" / "point.json"
+    record.parent.mkdir(exist_ok=True)
+    record.write_text(json.dumps({"model": "0123456789ab", "lam": 0.1}))
+    problems = book.check_records(out)
+    assert len(problems) == 1 and "point.json: computed from model 0123456789ab, not the release" in problems[0]
+    record.unlink()
+    path = book.manifest_path(out / "executed/en-de/seed1/05_head_functions.ipynb")
+    good = path.read_text()
+    path.write_text(json.dumps(json.loads(good) | {"model": {"run": "x", "fingerprint": "0123456789ab"}}))
+    assert "05_head_functions: reads model x (0123456789ab), not release" in book.check_models(out)[0]
+    path.write_text(good)
     tables = {p: p.read_bytes() for p in results_dir("smoke", "en-de", 1).glob("*.csv")}
     checks = book.verify("smoke", "en-de", 1, out, scratch=tmp_path / "scratch", log=print)
     print(book.report(checks))

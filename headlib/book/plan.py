@@ -29,28 +29,44 @@ class Notebook:
     pair: str = ""                 # a fixed pair (the notebook trains its own models): executed once, for
                                    # this pair and the run's first seed, when the run names the pair or
                                    # the output is missing (else the output is kept, like other pairs')
+    needs: str = ""                # what must be computed before it can be executed from a release, and the
+                                   # command that computes it ({profile}, {pair}, {seed} filled in); "": nothing
     on_imported: bool = True       # runs on an imported model (the pretrained profile); not a page that
 
 # In dependency order of the paper's sections; `after` makes the order explicit.
 NOTEBOOKS: tuple[Notebook, ...] = (
-    Notebook("03_data_and_models", "Sec. 3 — Data and models", trains=True),
+    Notebook("03_data_and_models", "Sec. 3 — Data and models", trains=True,
+             needs="the unit's release: python -m headlib train --profile {profile} --pair {pair} --seed {seed}, then "
+                   "python -m headlib release with the same arguments (about an hour on 2 cores)"),
     Notebook("04_important_heads", "Sec. 4 — Important heads", after=("03_data_and_models",), trains=True),
     Notebook("05_head_functions", "Sec. 5 — Characterizing heads", after=("04_important_heads",), trains=True),
-    Notebook("06_pruning_encoder", "Sec. 6.2 — Pruning the encoder", after=("05_head_functions",), trains=True),
-    Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True),
-    Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True),
+    Notebook("06_pruning_encoder", "Sec. 6.2 — Pruning the encoder", after=("05_head_functions",), trains=True,
+             needs="the Hard Concrete path from the release, its validation lambdas and the from-scratch baselines: "
+                   "python -m headlib.pruning.sweep curve --profile {profile} --pair {pair} --setting encoder, then "
+                   "scratches (hours on 2 cores)"),
+    Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True,
+             needs="the same for all three attention kinds: python -m headlib.pruning.sweep curve --profile "
+                   "{profile} --pair {pair} --setting all, then scratches (hours on 2 cores)"),
+    Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True,
+             needs="Sec. 6.2, then the fine-tuned methods at each head count (Michel et al., DSP, random and top-k "
+                   "masks) from the release (hours on 2 cores)"),
     # trains its own domain models; before 10_around, which reads its adaptation table (A7)
-    Notebook("12_domains", "Domains and adaptation (en-ru)", pair="en-ru", on_imported=False),
+    Notebook("12_domains", "Domains and adaptation (en-ru)", pair="en-ru", on_imported=False,
+             needs="releases of the two domain models and their adaptations: python -m headlib.studies.domains "
+                   "--profile {profile}"),
     Notebook("10_around", "Around the paper", after=("04_important_heads", "06_pruning_encoder"), trains=True,
              reads=("{pair}/seed{seed}/pruning/enc-self-lam*.json",   # A6: Hard Concrete's encoder points
                     "{pair}/seed{seed}/pruning/scratch-*.json",        # and their from-scratch runs
                     "en-ru.news/seed{seed}/adaptation.csv",           # A7's verdict (12_domains)
-                    "*/seed{seed}/head_profiles.json")),              # A5: each compared pair's heads
+                    "*/seed{seed}/head_profiles.json"),               # A5: each compared pair's heads
+             needs="Sec. 6.2 and Domains, the en-fr release (A5) and the lottery ticket: python -m "
+                   "headlib.pruning.lottery --profile {profile} --pair {pair}"),
     Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
         f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv",
-                                              "rare_word_rates.csv", "pruning_*.csv"))),
+                                              "rare_word_rates.csv", "null_*.csv", "pruning_*.csv"))),
     Notebook("11_seeds", "Across seeds", after=("05_head_functions",), across_seeds=True, on_imported=False,
-             reads=("{pair}/seed*/*.csv", "{pair}/seed*/training_results.json")),
+             reads=("{pair}/seed*/*.csv", "{pair}/seed*/training_results.json"),
+             needs="the releases of the pair's other seeds, with their Sec. 3-5 pages"),
 )
 
 # Hand-written pages: the root, and parts after the notebooks' parts.

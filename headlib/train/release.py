@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +32,7 @@ import torch
 from safetensors.torch import load_model as load_weights
 from safetensors.torch import save_model
 
-from headlib import __version__
+from headlib import RESULTS_VERSION, __version__
 from headlib.config import Config, ModelConfig
 from headlib.data.bpe import BPE
 from headlib.data.corpora import load_split, test_sets
@@ -76,13 +77,21 @@ def release_dir(profile: str, pair: str, seed: int) -> Path:
 
 def release_of(cfg: Config) -> Path | None:
     """The release of a config's run, or None: a release is of (profile, pair, seed) and holds the
-    run of that profile's config alone (a config with other overrides has no release)."""
+    run of that profile's config alone (a config with other overrides has no release). A release of
+    another config or results version (the code's recipe changed since) is an error, not a model."""
     from headlib.config import get_config
     path = release_dir(cfg.profile, cfg.data.pair, cfg.train.seed)
     if not releases_enabled() or not (path / CARD).is_file():
         return None
     default = get_config(cfg.profile, [f"train.seed={cfg.train.seed}"], pair=cfg.data.pair)
-    return path if cfg.digest() == default.digest() else None   # speed-only keys (threads) aside
+    if cfg.digest() != default.digest():        # speed-only keys (threads) aside
+        return None
+    card = read_card(path)
+    if Config.from_dict(card["config"]).digest() != cfg.digest() or card["results_version"] != RESULTS_VERSION:
+        raise ReleaseError(f"{path}: a release of run {card['run_dir']}, trained with another config or results "
+                           f"version than this code's {cfg.profile} profile; train and release it again (make study "
+                           f"UNITS={cfg.data.pair}/{cfg.train.seed})")
+    return path
 
 
 def file_sha256(path: Path) -> str:
@@ -150,6 +159,7 @@ def write_release(model: Transformer, bpe: BPE, record: dict, dest: Path, log=pr
     dest, cfg = Path(dest), Config.from_dict(record["config"])
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    t0 = time.time()
     try:
         for dtype in (torch.float16, torch.float32):
             save_weights(model, tmp / WEIGHTS, dtype)
@@ -172,7 +182,8 @@ def write_release(model: Transformer, bpe: BPE, record: dict, dest: Path, log=pr
             "release": {"sha256": sha, "dtype": str(dtype).removeprefix("torch."), "bytes": size,
                         "vocab_size": bpe.vocab_size, "headlib": __version__, "path": _rel(dest),
                         # the loaded model's `Transformer.fingerprint()`: what results computed from it record
-                        "loaded_fingerprint": released.fingerprint()},
+                        "loaded_fingerprint": released.fingerprint(),
+                        "minutes": round((time.time() - t0) / 60, 2)},   # saving and scoring the release
             "training_copy": {"fingerprint": record["fingerprint"], "test": record["test"], "bleu_shift": shifts}}
         write_json(tmp / CARD, card)
         write_text(tmp / README, card_markdown(card))

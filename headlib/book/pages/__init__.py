@@ -18,8 +18,9 @@ OTHER_MODELS = "other-models"
 
 def page_header(profile: str, pair: str, seed: int, record: dict) -> str:
     """What a page of (pair, seed) reads, for its first line (Markdown): the profile, the pair, the
-    seed and the trained model by run and weights' fingerprint."""
-    return (f"profile `{profile}`, pair `{pair}`, seed {seed}, model `{record['run_dir']}` "
+    seed and the trained model by its release (or run) and weights' fingerprint."""
+    where = f"release `{record['release']['path']}` of " if record.get("release") else ""
+    return (f"profile `{profile}`, pair `{pair}`, seed {seed}, {where}model `{record['run_dir']}` "
             f"(weights {record.get('fingerprint') or 'not fingerprinted'})")
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from headlib.book.keys import page_runs
-from headlib.book.plan import default_out
+from headlib.book.plan import NOTEBOOKS, default_out
 from headlib.claims import VERDICT_KEYS, claims_table, other_models_note, verdicts
 from headlib.config import get_config
 from headlib.train.trainer import run_dir
@@ -54,3 +54,45 @@ def across_pairs(profile: str, seed: int, out: Path) -> tuple[pd.DataFrame, list
     notes = [f"{p}: {note}" for p in pairs if (note := other_models_note(
         claims_table(units[p], runs=page_runs(default_out(profile), profile, p, seed)), own_run(profile, p, seed)))]
     return verdicts(units), pairs, " ".join(notes)
+
+
+def pending_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame:
+    """What the study still lacks (Markdown-ready rows: what, and what it needs): this unit's pages
+    not in the book `out`, then the profile's other units (`Grids.units`) without a release."""
+    from headlib.book.plan import planned
+    from headlib.config import grids
+    from headlib.train.release import release_dir
+    fill = {"profile": profile, "pair": pair, "seed": seed}
+    rows = [{"unit": f"{task.nb.caption} ({task.pair}, seed {task.seed})", "needs": task.nb.needs.format(**fill)}
+            for task in planned(NOTEBOOKS, profile, [pair], [seed])
+            if (task.pair == pair or task.nb.pair) and task.nb.needs and not task.output(out).is_file()]
+    for unit in grids(profile).units:
+        other, other_seed = unit.split("/")
+        if (other, int(other_seed)) != (pair, seed) and not (release_dir(profile, other, int(other_seed)) / "card.json").is_file():
+            rows.append({"unit": f"{other}, seed {other_seed}: every page",
+                         "needs": NOTEBOOKS[0].needs.format(profile=profile, pair=other, seed=other_seed)})
+    return pd.DataFrame(rows, columns=["unit", "needs"])
+
+
+def done_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame:
+    """The measured time of each step behind this unit's pages: training and releasing its model (its
+    card) and executing each page before this one (the manifests in the book `out`), in minutes."""
+    from headlib.book.keys import read_manifest
+    from headlib.book.plan import Task
+    from headlib.train.records import run_record
+    card = run_record(get_config(profile, [f"train.seed={seed}"], pair=pair)) or {}
+    rows = []
+    if card.get("steps"):
+        rows.append({"step": f"train {pair}, seed {seed} ({card['steps']:,} updates)", "minutes": card["train_minutes"],
+                     "command": f"python -m headlib train --profile {profile} --pair {pair} --seed {seed}"})
+    if (card.get("release") or {}).get("minutes") is not None:
+        rows.append({"step": "release: save the weights and score them on every test set", "minutes":
+                     card["release"]["minutes"], "command": f"python -m headlib release --profile {profile} --pair "
+                     f"{pair} --seed {seed}"})
+    for nb in NOTEBOOKS:
+        manifest = read_manifest(Task(nb, profile, pair, seed).output(out)) or {}
+        if nb.name != "09_claims" and manifest.get("seconds") is not None:
+            rows.append({"step": f"page {nb.caption}", "minutes": round(manifest["seconds"] / 60, 2),
+                         "command": f"python -m headlib.book run --profile {profile} --pairs {pair} --seeds {seed} "
+                                    f"--notebooks {nb.name}"})
+    return pd.DataFrame(rows, columns=["step", "minutes", "command"])

@@ -433,6 +433,28 @@ def training_values(results: dict[str, dict]) -> dict:
         (f"sec3-{pair}-steps", int(r["steps"])), (f"sec3-{pair}-parameters", int(r["parameters"])))}
 
 
+def release_values(results: dict[str, dict]) -> dict:
+    """Which model each pair's pages read (`sec3-release`, Markdown; `sec3-<pair>-fingerprint` and
+    `sec3-<pair>-release`, for the introduction): its release, with its weights' fingerprint, dtype and
+    size and the largest test-BLEU shift from the training copy, or the run trained here."""
+    from IPython.display import Markdown
+    lines, values = [], {}
+    for pair, r in results.items():
+        values[f"sec3-{pair}-fingerprint"] = r["fingerprint"]
+        if rel := r.get("release"):
+            shift = max(map(abs, r["training_copy"]["bleu_shift"].values()))
+            values[f"sec3-{pair}-release"] = rel["path"]
+            lines.append(f"- `{pair}`: the release `{rel['path']}`, weights `{r['fingerprint']}` ({rel['dtype']}, "
+                         f"{rel['bytes'] / 2 ** 20:.1f} MiB) of run `{r['run_dir']}`; every test score on these pages is "
+                         f"the released weights' own, at most {shift:.2f} BLEU from the training copy's "
+                         f"(`{r['training_copy']['fingerprint']}`).")
+        else:
+            values[f"sec3-{pair}-release"] = "none"
+            lines.append(f"- `{pair}`: no release; run `{r['run_dir']}` (weights `{r['fingerprint']}`) "
+                         f"{'was imported' if imported(r) else 'was trained on this machine'}.")
+    return values | {"sec3-release": Markdown("\n".join(lines))}
+
+
 def train_and_record(configs: dict, profile: str, seed: int) -> dict[str, dict]:
     """Each pair's model record: its release's card, else its run's (trained, or read from the
     cache), kept with the result tables (`results/<profile>/<pair>/seed<seed>/training_results.json`;
