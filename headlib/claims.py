@@ -335,7 +335,7 @@ VERDICT_WORDS = {HOLDS: ("holds", "hold"), PARTLY: ("holds in part", "hold in pa
 
 def claims_table(out: Path, claims: tuple[Claim, ...] = CLAIMS, runs: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per claim for the results dir of one (profile, pair, seed). With `runs` (the trained
-    run each executed page read, `headlib.book.runner.page_runs`), a column `model` names the run(s) behind
+    run each executed page read, `headlib.book.keys.page_runs`), a column `model` names the run(s) behind
     each claim's tables."""
     rows = []
     for c in claims:

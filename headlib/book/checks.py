@@ -38,6 +38,7 @@ def check_manifests(out: Path, src_dir: Path | None = None) -> list[str]:
                             f"today {now}); re-execute it")
     return problems
 
+
 def unit_release(out: Path, pair: str, seed: int) -> dict | None:
     """The card of the release of a book's unit (the profile its Sec. 3 page was executed with), or None."""
     from headlib.train import release

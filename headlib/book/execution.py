@@ -17,8 +17,8 @@ from headlib.book.keys import failed_path
 from headlib.book.plan import BookError, Task, default_out, rel
 from headlib.settings import settings
 
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
 
 def execute(task: Task, source: Path, output: Path, progress: bool = True, log_output: bool = False) -> None:
     """Execute `source` into `output` atomically; on failure raise BookError naming the cell."""
@@ -56,6 +56,7 @@ def execute(task: Task, source: Path, output: Path, progress: bool = True, log_o
     finally:
         tmp.unlink(missing_ok=True)
     failed_path(output).unlink(missing_ok=True)
+
 
 def prepare_out(out: Path, profile: str, force: bool = False) -> None:
     """Copy the hand-written pages and the config into a book directory other than book/; refuse to

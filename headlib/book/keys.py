@@ -23,8 +23,10 @@ from headlib.settings import settings
 def manifest_path(output: Path) -> Path:
     return output.with_name(output.stem + ".manifest.json")
 
+
 def failed_path(output: Path) -> Path:
     return output.with_name(output.stem + ".failed.ipynb")
+
 
 def read_manifest(output: Path) -> dict | None:
     path = manifest_path(output)
@@ -35,10 +37,13 @@ def read_manifest(output: Path) -> dict | None:
     except json.JSONDecodeError:
         return None
 
+
 def _digest(basis: dict) -> str:
     return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()[:16]
 
+
 BASIS = ("notebook", "source", "parameters", "headlib", "upstream")   # what a manifest's key hashes
+
 
 def model_artifact(cfg) -> dict[str, str]:
     """What a page's key records of the model it reads: its release's weights by fingerprint
@@ -51,6 +56,7 @@ def model_artifact(cfg) -> dict[str, str]:
         return {f"{rel(path)}/{release.WEIGHTS}": release.read_card(path)["fingerprint"]}
     record = run_record(cfg)
     return {f"runs/{run_dir(cfg).name}/results.json": record_digest(record) if record else "missing"}
+
 
 def upstream(task: Task, out: Path) -> dict:
     """What a task's output depends on besides its own source and parameters."""
@@ -71,6 +77,7 @@ def upstream(task: Task, out: Path) -> dict:
             for path in sorted(root.glob(pattern.format(pair=task.pair, seed=task.seed))):
                 artifacts[f"results/{path.relative_to(root).as_posix()}"] = file_digest(path)
     return {"notebooks": deps, "artifacts": artifacts}
+
 
 def page_runs(out: Path, profile: str, pair: str, seed: int) -> dict[str, str]:
     """The trained run (its directory name) that each executed page of (pair, seed) read, by
@@ -96,10 +103,12 @@ def page_model(task: Task) -> dict | None:
     return {"run": record.get("run_dir", run_dir(task.config()).name), "fingerprint": record.get("fingerprint"),
             "release": rel(path) if path else None}
 
+
 def task_key(task: Task, source: Path, out: Path) -> tuple[str, dict]:
     basis = {"notebook": task.nb.name, "source": source_digest(source), "parameters": task.parameters,
              "headlib": __version__, "upstream": upstream(task, out)}
     return _digest(basis), basis
+
 
 def changes(task: Task, out: Path, src_dir: Path | None = None) -> list[str]:
     """What differs from the inputs the task's output was executed with (its manifest): empty when
@@ -118,6 +127,7 @@ def changes(task: Task, out: Path, src_dir: Path | None = None) -> list[str]:
         changed += [f"{group[:-1]} {name}" for name in sorted(then.keys() | now.keys()) if then.get(name) != now.get(name)]
     return changed
 
+
 def status(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable[int] = (1,),
            out: str | Path | None = None, notebooks: Sequence[Notebook] = NOTEBOOKS,
            src_dir: Path | None = None) -> list[tuple[Task, list[str]]]:
@@ -134,6 +144,7 @@ def status(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Itera
         result.append((task, why))
     return result
 
+
 def seconds_per_update(cfg) -> tuple[float, str] | None:
     """Measured training cost of `cfg`'s model: seconds per update of its own committed record,
     else the mean over the profile's other committed records; with where it was measured."""
@@ -149,16 +160,22 @@ def seconds_per_update(cfg) -> tuple[float, str] | None:
     where = "its committed record" if own else f"{len(rates)} committed {cfg.profile} record(s)"
     return sum(rates) / len(rates), where
 
+
 def estimate(plan: Sequence[tuple[Task, list[str]]], out: Path) -> tuple[float, list[str]]:
     """Seconds that executing the tasks of `plan` (from `status`) that would execute costs: each
-    page at its last measured time (its manifest), each training it needs at `seconds_per_update`;
-    and a line for each part of it, the unmeasured ones included."""
+    page at its last measured time (its manifest), each training it needs (a unit with neither a
+    release nor a finished run, once) at `seconds_per_update`; and a line for each part of it, the
+    unmeasured ones included."""
+    from headlib.train.release import release_of
     from headlib.train.trainer import run_dir
-    total, lines = 0.0, []
+    total, lines, trained = 0.0, [], set()
     for task, why in plan:
         if not why:
             continue
-        if task.nb.trains and not (run_dir(cfg := task.config()) / "results.json").is_file():
+        cfg = task.config()
+        if (task.nb.trains and (task.pair, task.seed) not in trained and release_of(cfg) is None
+                and not (run_dir(cfg) / "results.json").is_file()):
+            trained.add((task.pair, task.seed))
             rate = seconds_per_update(cfg)
             if rate is None:
                 lines.append(f"training {task.pair} seed {task.seed}: not measured for the {task.profile} profile")

@@ -16,6 +16,7 @@ from headlib.settings import settings
 
 PARAMETERS = ("profile", "pair", "seed")   # what every notebook's `parameters` cell declares
 
+
 @dataclass(frozen=True)
 class Notebook:
     """A notebook of the study, executed once per (pair, seed)."""
@@ -32,24 +33,26 @@ class Notebook:
     needs: str = ""                # what must be computed before it can be executed from a release, and the
                                    # command that computes it ({profile}, {pair}, {seed} filled in); "": nothing
     on_imported: bool = True       # runs on an imported model (the pretrained profile); not a page that
+                                   # compares training seeds or trains models of its own
+
 
 # In dependency order of the paper's sections; `after` makes the order explicit.
 NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("03_data_and_models", "Sec. 3 — Data and models", trains=True,
              needs="the unit's release: python -m headlib train --profile {profile} --pair {pair} --seed {seed}, then "
-                   "python -m headlib release with the same arguments (about an hour on 2 cores)"),
+                   "python -m headlib release with the same arguments"),
     Notebook("04_important_heads", "Sec. 4 — Important heads", after=("03_data_and_models",), trains=True),
     Notebook("05_head_functions", "Sec. 5 — Characterizing heads", after=("04_important_heads",), trains=True),
     Notebook("06_pruning_encoder", "Sec. 6.2 — Pruning the encoder", after=("05_head_functions",), trains=True,
              needs="the Hard Concrete path from the release, its validation lambdas and the from-scratch baselines: "
                    "python -m headlib.pruning.sweep curve --profile {profile} --pair {pair} --setting encoder, then "
-                   "scratches (hours on 2 cores)"),
+                   "scratches"),
     Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True,
              needs="the same for all three attention kinds: python -m headlib.pruning.sweep curve --profile "
-                   "{profile} --pair {pair} --setting all, then scratches (hours on 2 cores)"),
+                   "{profile} --pair {pair} --setting all, then scratches"),
     Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True,
              needs="Sec. 6.2, then the fine-tuned methods at each head count (Michel et al., DSP, random and top-k "
-                   "masks) from the release (hours on 2 cores)"),
+                   "masks) from the release"),
     # trains its own domain models; before 10_around, which reads its adaptation table (A7)
     Notebook("12_domains", "Domains and adaptation (en-ru)", pair="en-ru", on_imported=False,
              needs="releases of the two domain models and their adaptations: python -m headlib.studies.domains "
@@ -72,14 +75,18 @@ NOTEBOOKS: tuple[Notebook, ...] = (
 # Hand-written pages: the root, and parts after the notebooks' parts.
 ROOT_PAGE = "intro"
 
+
 CLOSING_PARTS = (("Using this book", ("reproduce",)),)
+
 
 class BookError(RuntimeError):
     """A notebook failed, or the book is inconsistent; the message says where."""
 
+
 def default_out(profile: str) -> Path:
     """`book/` for the cpu profile (committed); `artifacts/book-<profile>/` for the others."""
     return settings().book if profile == "cpu" else settings().artifacts / f"book-{profile}"
+
 
 @dataclass(frozen=True)
 class Task:
@@ -102,6 +109,7 @@ class Task:
     def config(self):
         from headlib.config import get_config
         return get_config(self.profile, [f"train.seed={self.seed}"], pair=self.pair)
+
 
 def ordered(notebooks: Sequence[Notebook]) -> list[Notebook]:
     """Topological order by `after` (stable: the given order where there is no constraint)."""
@@ -128,6 +136,7 @@ def ordered(notebooks: Sequence[Notebook]) -> list[Notebook]:
         visit(nb)
     return done
 
+
 def select(names: Iterable[str]) -> tuple[Notebook, ...]:
     """The notebooks named (in the book's order); an unknown name is an error listing the valid ones."""
     known = {nb.name: nb for nb in NOTEBOOKS}
@@ -137,6 +146,7 @@ def select(names: Iterable[str]) -> tuple[Notebook, ...]:
         raise BookError(f"unknown notebook(s) {', '.join(unknown)}; valid: {', '.join(known)}")
     return tuple(nb for nb in NOTEBOOKS if nb.name in names)
 
+
 def planned(notebooks: Sequence[Notebook], profile: str, pairs: list[str], seeds: list[int]) -> list[Task]:
     """The (notebook, pair, seed) runs of a book run, in dependency order (for an imported model,
     only the notebooks that run `on_imported`)."""
@@ -145,11 +155,13 @@ def planned(notebooks: Sequence[Notebook], profile: str, pairs: list[str], seeds
     return [Task(nb, profile, pair, seed) for nb in runs for pair in ([nb.pair] if nb.pair else pairs)
             for seed in (seeds[:1] if nb.across_seeds or nb.pair else seeds)]
 
+
 def rel(path: Path) -> str:
     try:
         return path.resolve().relative_to(settings().root).as_posix()
     except ValueError:
         return str(path)
+
 
 def clock(seconds: float) -> str:
     m, s = divmod(int(seconds), 60)

@@ -20,9 +20,11 @@ def parameters_cell(path: Path) -> dict:
     raise BookError(f"{path}: no code cell tagged 'parameters' (papermill needs one; "
                     f"it must assign {', '.join(PARAMETERS)})")
 
+
 def notebook_parameters(path: Path) -> list[str]:
     """Names assigned in the parameters cell."""
     return re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=]+)?=", parameters_cell(path).source, flags=re.M)
+
 
 def check_parameters(path: Path) -> None:
     """The parameters cell assigns `PARAMETERS` and nothing else: a page is run for a profile, a pair
@@ -48,6 +50,7 @@ def code_size(path: Path) -> tuple[int, list[str]]:
                         if isinstance(node, (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)))
         loops += [cell.source.splitlines()[n - 1].strip() for n in starts]
     return lines, loops
+
 
 def source_digest(path: Path) -> str:
     """Hash of what a notebook computes: cell types, sources and tags (not outputs or metadata)."""

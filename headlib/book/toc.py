@@ -26,6 +26,7 @@ def executed_outputs(out: Path, nb: Notebook, profile: str) -> list[tuple[str, i
     rank = {p: i for i, p in enumerate(PAIRS)}
     return sorted(found, key=lambda f: (rank.get(f[0], len(rank)), f[0], f[1]))
 
+
 def write_toc(out: Path, profile: str, notebooks: Sequence[Notebook] = NOTEBOOKS) -> Path:
     """The book's table of contents: the root page, a part per notebook with its executed pages, the
     closing pages. A book of some pages only (say the pretrained profile's Sec. 3-5) leaves out the
@@ -52,11 +53,13 @@ def write_toc(out: Path, profile: str, notebooks: Sequence[Notebook] = NOTEBOOKS
     path.chmod(0o644)
     return path
 
+
 def pages_citing_missing(out: Path) -> set[str]:
     """The hand-written pages of a book directory that cite glue of a notebook it has not executed."""
     defined = glue_definitions(out)
     return {ref.page for ref in glue_references(out)
             if not ref.page.startswith("executed/") and ref.doc.startswith("executed/") and ref.doc not in defined}
+
 
 def partial_root(profile: str, captions: list[str]) -> str:
     """The root page of a book that holds some of the study's pages only."""
@@ -64,6 +67,7 @@ def partial_root(profile: str, captions: list[str]) -> str:
     return (f"# headlib: the {profile} profile\n\nThis book holds some of the study's pages only, computed with the "
             f"`{profile}` profile:\n\n{listed}\n\nThe introduction, which cites every page, and the Reproduce page "
             "are in the full book (`make book`).\n")
+
 
 def build(out: Path, strict: bool = True) -> subprocess.CompletedProcess:
     """`jupyter-book build OUT -W -n --keep-going`; output in OUT/_build/html."""
