@@ -56,11 +56,11 @@ class Prepared:
 
 def prepare_data(cfg: Config) -> Prepared:
     """The pair's training pairs as ids (and its dev pairs, its tokenizer, the source pieces'
-    frequencies): with the joint BPE learned on them, or with an imported model's own tokenizer
-    (the pretrained profile, whose model must have been imported first)."""
+    frequencies): with the joint BPE learned on them, or the model's own tokenizer where it has a
+    release or was imported (the pretrained profile, whose model must have been imported first)."""
     train = load_split(cfg.data.pair, "train").head(cfg.data.train_limit)
     dev = load_split(cfg.data.pair, "dev").head(cfg.data.dev_limit)
-    bpe = (run_tokenizer(run_dir(cfg)) if cfg.profile == pretrained.PROFILE else
+    bpe = (model_tokenizer(cfg) if cfg.profile == pretrained.PROFILE or release.release_of(cfg) else
            cached_bpe(train.src, train.tgt, cfg.data.bpe_vocab))
     return Prepared(bpe, encode_corpus(bpe, train, cfg.data.max_len), dev, piece_frequencies(bpe, train.src))
 
@@ -372,6 +372,13 @@ def load_model(path: str | Path, map_location="cpu", user_file: bool = False) ->
                               f"{first_line(e)}") from None
     model.eval()
     return model, run_tokenizer(path.parent), ckpt
+
+
+def model_tokenizer(cfg: Config) -> BPE | pretrained.MarianTokenizerAdapter:
+    """The tokenizer of a config's model: its release's, else its run's (`run_tokenizer`)."""
+    if (path := release.release_of(cfg)) is not None:
+        return BPE.load(path / release.TOKENIZER)
+    return run_tokenizer(run_dir(cfg))
 
 
 def run_tokenizer(run: Path) -> BPE | pretrained.MarianTokenizerAdapter:

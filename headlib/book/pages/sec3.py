@@ -500,7 +500,8 @@ def per_pair(table, results: dict[str, dict]) -> pd.DataFrame:
 
 
 def corpus_tables(configs: dict) -> pd.DataFrame:
-    """`corpus_stats` of every pair, with the tokenizer of its run (its BPE, or an imported model's)."""
-    from headlib.train.trainer import run_dir, run_tokenizer
-    return pd.concat([corpus_stats(pair, run_tokenizer(run_dir(cfg))) for pair, cfg in configs.items()],
+    """`corpus_stats` of every pair, with the tokenizer of its model (its release's or run's BPE, or an
+    imported model's)."""
+    from headlib.train.trainer import model_tokenizer
+    return pd.concat([corpus_stats(pair, model_tokenizer(cfg)) for pair, cfg in configs.items()],
                      ignore_index=True)
