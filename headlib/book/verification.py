@@ -11,6 +11,8 @@ training anything. Then every glued value of each page is compared with the comm
     text       Markdown, strings and tables (HTML, with pandas' random element ids left out): equal
                when identical
     figures    equal when the PNG bytes are identical
+    timings    a page's own measurement of how long it took (keys ending in `-seconds`): counted
+               apart and not compared, since no two executions take the same time
 """
 from __future__ import annotations
 
@@ -28,16 +30,18 @@ from headlib.book.plan import NOTEBOOKS, clock, default_out, rel
 from headlib.settings import results_root, settings
 
 _STYLER_ID = re.compile(r"T_[0-9a-f]{5}(_[0-9a-f]+)?")   # pandas Styler's per-render element ids
+TIMING_SUFFIX = "-seconds"                                # a glued wall-clock measurement of the page's own
 
 
 @dataclass
 class PageCheck:
     page: str                      # executed/<pair>/seed<seed>/<notebook>
-    values: int = 0                # glued values of the committed page
+    values: int = 0                # glued values of the committed page (timings aside)
     equal: int = 0                 # of which the re-executed page gives the same at printed precision
     largest: float = 0.0           # the largest absolute difference of a glued number
     differing: list[str] = field(default_factory=list)   # keys that differ (or are missing)
     seconds: float = 0.0           # the re-execution's time
+    timings: int = 0               # glued timings (`TIMING_SUFFIX`), not compared
 
     @property
     def ok(self) -> bool:
@@ -83,7 +87,9 @@ def compare_page(committed: Path, again: Path, fmts: dict[str, set[str]], page: 
     """Every glued value of `committed` against the same key in `again` (`fmts`: the format specs
     the book cites each key with)."""
     old, new = glued_values(committed), glued_values(again)
-    check = PageCheck(page, values=len(old), seconds=seconds)
+    timings = [key for key in old if key.endswith(TIMING_SUFFIX)]
+    old = {key: value for key, value in old.items() if key not in timings}
+    check = PageCheck(page, values=len(old), seconds=seconds, timings=len(timings))
     for key, (mime, content) in old.items():
         if key not in new or new[key][0] != mime:
             check.differing.append(key)
@@ -151,10 +157,11 @@ def verify(profile: str = "cpu", pair: str = "en-de", seed: int = 1, out: Path |
 
 def report(checks: list[PageCheck]) -> str:
     """The per-page table (Markdown) and its total time."""
-    rows = ["| page | glued values | equal at printed precision | largest difference | seconds |",
-            "|---|---|---|---|---|"]
-    rows += [f"| {c.page} | {c.values} | {c.equal} | {c.largest:.3g} | {c.seconds:.0f} |" for c in checks]
+    rows = ["| page | glued values | equal at printed precision | largest difference | timings (not compared) "
+            "| seconds |", "|---|---|---|---|---|---|"]
+    rows += [f"| {c.page} | {c.values} | {c.equal} | {c.largest:.3g} | {c.timings} | {c.seconds:.0f} |" for c in checks]
     rows.append(f"| total | {sum(c.values for c in checks)} | {sum(c.equal for c in checks)} | "
-                f"{max((c.largest for c in checks), default=0):.3g} | {sum(c.seconds for c in checks):.0f} |")
+                f"{max((c.largest for c in checks), default=0):.3g} | {sum(c.timings for c in checks)} | "
+                f"{sum(c.seconds for c in checks):.0f} |")
     differing = [f"{c.page}: {', '.join(c.differing)}" for c in checks if c.differing]
     return "\n".join(rows + (["", "differing: " + "; ".join(differing)] if differing else []))
