@@ -78,7 +78,8 @@ def model_bleu(out: Path) -> float | None:
 WITHIN_LAYER_DRAWS = 10_000   # permutations of confidence within each layer (C1's null)
 
 
-def within_layer_rho(imp: pd.DataFrame, draws: int = WITHIN_LAYER_DRAWS, seed: int = 0) -> tuple[float, float, pd.Series]:
+def within_layer_rho(imp: pd.DataFrame, draws: int = WITHIN_LAYER_DRAWS,
+                     seed: int = 0) -> tuple[float, float, pd.Series]:
     """Fig. 1's comparison: heads ranked within their layer by LRP relevance and by confidence. The
     mean over layers of the within-layer Spearman rho, its one-sided permutation p-value (confidence
     permuted within each layer, `draws` times), and each layer's rho."""

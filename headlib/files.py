@@ -71,8 +71,8 @@ def load_checkpoint(path: str | Path, what: str = "checkpoint", *, config: dict 
         ckpt = torch.load(path, map_location=map_location, weights_only=weights_only)
     except (pickle.UnpicklingError, EOFError, RuntimeError, zipfile.BadZipFile, ValueError, ImportError,
             AttributeError, OSError) as e:
-        # a truncated zip archive (RuntimeError or OSError from torch's reader), a bad pickle, a text file (ValueError from the
-        # legacy reader), a pickle of classes this code does not have (ImportError, AttributeError)
+        # a truncated zip archive (RuntimeError or OSError from torch's reader), a bad pickle, a text file
+        # (ValueError from the legacy reader), a pickle of classes this code does not have (ImportError, AttributeError)
         if user_file:
             raise CheckpointError(f"{path}: not a {what} saved by torch.save (a truncated or corrupt file, or "
                                   f"another kind of file: {first_line(e)})") from None

@@ -374,14 +374,14 @@ def test_a_trained_run_enters_the_key_by_its_record_without_the_clock(tmp_path):
 def test_page_runs_reads_the_run_of_each_executed_page_from_its_manifest(tmp_path):
     """What run each page was executed with, as its manifest recorded it; pages that read no run
     (or were never executed) are absent."""
-    def executed(name, artifacts):
+    def executed(name, model):
         output = book.Task(book.Notebook(name, name), "cpu", "en-de", 1).output(tmp_path)
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("{}")
-        book.manifest_path(output).write_text(json.dumps({"upstream": {"artifacts": artifacts, "notebooks": {}}}))
-    executed("04_important_heads", {"runs/en-de-cpu-new/results.json": "1"})
-    executed("06_pruning_encoder", {"runs/en-de-cpu-old/results.json": "2"})
-    executed("09_claims", {"results/en-de/seed1/head_importance.csv": "3"})
+        book.manifest_path(output).write_text(json.dumps({"model": model, "upstream": {"artifacts": {}, "notebooks": {}}}))
+    executed("04_important_heads", {"run": "en-de-cpu-new", "fingerprint": "1", "release": "models/cpu/en-de/seed1"})
+    executed("06_pruning_encoder", {"run": "en-de-cpu-old", "fingerprint": "2", "release": None})
+    executed("09_claims", None)
     assert book.page_runs(tmp_path, "cpu", "en-de", 1) == {"04_important_heads": "en-de-cpu-new",
                                                           "06_pruning_encoder": "en-de-cpu-old"}
     assert book.page_runs(tmp_path, "cpu", "en-fr", 1) == {}
@@ -393,7 +393,7 @@ def test_a_subset_reads_the_outputs_of_the_notebooks_it_runs_after(tmp_path, mon
     write_tiny(tmp_path / "src")
     shutil.copy(tmp_path / "src" / "tiny.ipynb", tmp_path / "src" / "after.ipynb")
     after = book.Notebook("after", "After", after=("tiny",))
-    monkeypatch.setattr(book, "NOTEBOOKS", (TINY, after))          # the book these two make up
+    monkeypatch.setattr(book.plan, "NOTEBOOKS", (TINY, after))     # the book these two make up
     run = lambda notebooks, out="out": [(r.task.nb.name, r.status) for r in book.run(
         "smoke", ["en-de"], (1,), tmp_path / out, progress=False, notebooks=notebooks,
         src_dir=tmp_path / "src", log=print, toc=(TINY, after))]
@@ -458,13 +458,14 @@ def test_pages_that_read_other_models_name_them_with_their_fingerprints(smoke, t
     assert len(problems) == 1 and problems[0].startswith("executed/en-de/seed1/06_pruning_encoder: names model")
 
 
-def test_make_book_checks_the_book_before_it_builds_it():
+def test_make_book_checks_and_builds_without_executing_and_make_test_checks_the_book():
     import subprocess
-    def planned(*args):
-        return subprocess.run(["make", "-n", "book", *args], capture_output=True, text=True, check=True,
+    def planned(target):
+        return subprocess.run(["make", "-n", target], capture_output=True, text=True, check=True,
                               cwd=settings().root).stdout.splitlines()
-    lines = planned()
-    run, check, build = (next(i for i, line in enumerate(lines) if what in line)
-                         for what in ("headlib.book run", "headlib.book check", "jupyter-book build"))
-    assert run < check < build
-    assert "--force" not in lines[run] and "--force" in planned("FORCE=1")[run]
+    lines = planned("book")
+    check, build = (next(i for i, line in enumerate(lines) if what in line)
+                    for what in ("headlib.book check", "jupyter-book build"))
+    assert check < build and not any("headlib.book run" in line or "headlib train" in line for line in lines)
+    assert any("headlib.book check" in line for line in planned("test"))
+    assert any("headlib.book verify" in line for line in planned("pages"))

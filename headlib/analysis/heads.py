@@ -426,3 +426,20 @@ def emergence_rate(summary: pd.DataFrame) -> dict:
     peak = summary.loc[summary["best positional share"].idxmax()]
     return {"slope_per_1000": slope, "from_step": int(half["step"].iloc[0]),
             "peak_share": float(peak["best positional share"]), "peak_step": int(peak["step"])}
+
+
+# The null for taking the best of 48 heads (C3-C5): the same tables of the run's model at
+# initialisation (its architecture and seed before the first update: `trainer.initial_model`), on
+# the same sentences and parses. A head of the trained model counts only where it beats the best
+# head of the untrained one, which chance and the position embeddings alone give.
+NULL_TABLES = ("null_positional_heads.csv", "null_syntactic_best.csv", "null_rare_word_rates.csv")
+
+
+def function_tables(model, bpe, sentences: list[str], parsed: list[Parsed], freq: Counter, eos_mode: str,
+                    margin: float) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Sec. 5's three tables of a model on `sentences` and their parses: `positional_heads`, the best
+    head per relation (`syntactic_heads`) and `rare_word_rates` (`freq`: training piece frequencies)."""
+    maps = encoder_attention(model, bpe, sentences)
+    syntactic, baseline = syntactic_accuracy(maps, parsed, bpe)
+    return (positional_heads(maps, eos_mode=eos_mode), syntactic_heads(syntactic, baseline, margin),
+            rare_word_rates(maps, bpe.encode_batch(sentences), freq))

@@ -59,8 +59,8 @@ def check_models(out: Path, require_release: bool | None = None) -> list[str]:
         pair, seed = folder.parent.name, int(folder.name.removeprefix("seed"))
         card = unit_release(out, pair, seed)
         sec3 = read_manifest(folder / f"{first}.ipynb") or {}
-        ref = ({"run": card["run_dir"], "fingerprint": card["fingerprint"], "what": f"release {card['release']['path']}"}
-               if card else {**(sec3.get("model") or {}), "what": f"the Sec. 3 model of {pair}, {folder.name}"})
+        ref = ({"run": card["run_dir"], "fingerprint": card["fingerprint"],
+                "what": f"release {card['release']['path']}"} if card else {**(sec3.get("model") or {}), "what": f"the Sec. 3 model of {pair}, {folder.name}"})
         if require_release and card is None:
             problems.append(f"{rel(folder)}: {pair}, seed {seed} has pages but no release (models/.../{pair}/"
                             f"{folder.name}): its pages cannot be re-executed; release its model or remove them")
@@ -69,11 +69,14 @@ def check_models(out: Path, require_release: bool | None = None) -> list[str]:
             manifest = json.loads(path.read_text())
             problems += [f"{page}: names model {m.get('run')} ({m.get('role')}) without its weights' fingerprint; "
                          "retrain it or re-execute the page" for m in manifest.get("other_models", []) if not m.get("fingerprint")]
+            read = manifest.get("upstream", {}).get("artifacts", {})
+            reads_model = any(k.startswith(("runs/", "models/")) for k in read)
             model = manifest.get("model") or {}
-            if not model:
+            if not (reads_model or model):
                 continue
             if not model.get("fingerprint"):
-                problems.append(f"{page}: its manifest records no model fingerprint (executed before they were recorded); "
+                problems.append(f"{page}: its manifest records no model fingerprint (executed before they were "
+                                "recorded); "
                                 "re-execute it")
             elif not ref.get("fingerprint"):
                 problems.append(f"{page}: reads model {model['run']} ({model['fingerprint']}), but {ref['what']} "

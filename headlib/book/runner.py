@@ -65,6 +65,7 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
                 log(f"{head()}: {'kept' if task.nb.pair and task.nb.pair not in pairs else 'unchanged'}, skipped")
                 results.append(TaskResult(task, "skipped", 0.0, output))
                 continue
+            task_key(task, src_dir / f"{task.nb.name}.ipynb", out)   # its upstream outputs exist, else an error
             ensure_model(task, train, progress, lambda msg: log(f"{head()}: {msg}"))
             log(f"{head()}: executing -> {rel(output)} ({len(plan) - i} left after this)")
             start = time.time()
@@ -127,7 +128,8 @@ def write_manifest(task: Task, source: Path, out: Path, seconds: float) -> None:
     output = task.output(out)
     _, basis = task_key(task, source, out)
     others = glued_text(output, OTHER_MODELS)
-    write_json(manifest_path(output), basis | {"key": _digest(basis), "profile": task.profile, "model": page_model(task),
+    write_json(manifest_path(output), basis | {"key": _digest(basis), "profile": task.profile,
+                                               "model": page_model(task),
                                                "other_models": json.loads(others) if others else [],
                                                "seconds": round(seconds, 1),
                                                "executed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).chmod(0o644)

@@ -26,11 +26,12 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from headlib.analysis.heads import (confidence, encoder_attention, head_functions, importance_table, parse_spacy,
-                                    piece_frequencies, positional_heads, rare_word_rates, syntactic_accuracy,
-                                    syntactic_heads)
+from headlib.analysis.heads import (NULL_TABLES, confidence, encoder_attention, function_tables, head_functions,
+                                    importance_table, parse_spacy, piece_frequencies, positional_heads,
+                                    rare_word_rates, syntactic_accuracy, syntactic_heads)
 from headlib.analysis.lrp import head_relevance
 from headlib.claims import ANALYSIS_CLAIMS, CLAIMS, PAPER_ENRU_MODELS, VERDICT_WORDS, claims_table
+from headlib.config import Config
 from headlib.data.corpora import analysis_sentences, load_split, main_test_set, mean_words
 from headlib.files import file_digest, write_json, write_text
 from headlib.nn.decode import evaluate_bleu
@@ -38,7 +39,7 @@ from headlib.settings import results_dir
 from headlib.studies import adapt
 from headlib.studies.seeds import structure_agreement
 from headlib.train.records import model_id
-from headlib.train.trainer import encode_corpus, trained_model
+from headlib.train.trainer import encode_corpus, initial_model, trained_model
 
 NEWS, TATOEBA = "en-ru.news", "en-ru.tatoeba"
 
@@ -71,7 +72,7 @@ class DomainConfig:
 ANALYSIS_FIELDS = ("updates", "test_limit", "n_functions", "n_lrp", "eos_mode", "margin")   # what `analyse` depends on
 # The Sec. 4-5 result tables that `headlib.claims` reads, in the section pages' format (not their
 # sentence counts: `n_functions` held-out sentences here, LRP on the first `n_lrp`).
-TABLES = ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv", "rare_word_rates.csv")
+TABLES = ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv", "rare_word_rates.csv", *NULL_TABLES)
 
 
 def domain_model(profile: str, pair: str, seed: int, cfg: DomainConfig):
@@ -112,11 +113,15 @@ def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
     relevance, steps = head_relevance(model, bpe, sentences[:cfg.n_lrp])
     importance = importance_table(relevance, confidence(maps, cfg.eos_mode))
     positional = positional_heads(maps, eos_mode=cfg.eos_mode)
-    syntactic, baseline = syntactic_accuracy(maps, parse_spacy(sentences, nlp), bpe)
+    parsed = parse_spacy(sentences, nlp)
+    syntactic, baseline = syntactic_accuracy(maps, parsed, bpe)
     best = syntactic_heads(syntactic, baseline, cfg.margin)
-    rates = rare_word_rates(maps, bpe.encode_batch(sentences), piece_frequencies(bpe, load_split(pair, "train").src))
+    freq = piece_frequencies(bpe, load_split(pair, "train").src)
+    rates = rare_word_rates(maps, bpe.encode_batch(sentences), freq)
     rare = rates[rates["layer"] == 1].merge(importance[["layer", "head", "rank_in_layer"]], on=["layer", "head"])
-    for name, table in zip(TABLES, (importance, positional, best, rates)):
+    untrained = initial_model(Config.from_dict(run["config"]), bpe.vocab_size, keep_rng=True).eval()
+    nulls = function_tables(untrained, bpe, sentences, parsed, freq, cfg.eos_mode, cfg.margin)   # C3-C5's null
+    for name, table in zip(TABLES, (importance, positional, best, rates, *nulls)):
         write_text(folder / name, table.to_csv(index=False))
     row = {"fingerprint": fingerprint, "tables": _digests(folder), "pair": pair, "n_sentences": len(sentences),
            "lrp_steps": steps, "bleu": {name: t["beam"]["bleu"] for name, t in run["test"].items()},

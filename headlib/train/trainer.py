@@ -79,11 +79,12 @@ def run_dir(cfg: Config) -> Path:
     return artifacts_dir() / "runs" / f"{cfg.data.pair}-{cfg.profile}-{cfg.digest(key)}"
 
 
-def initial_model(cfg: Config, vocab_size: int) -> Transformer:
+def initial_model(cfg: Config, vocab_size: int, keep_rng: bool = False) -> Transformer:
     """A run's model before its first update: the config's architecture initialised from its seed
-    (the global RNG is seeded, as training needs it to be)."""
-    torch.manual_seed(cfg.train.seed)
-    return Transformer(cfg.model, vocab_size)
+    (the global RNG is seeded, as training needs it to be; `keep_rng`: restored afterwards)."""
+    with torch.random.fork_rng(enabled=keep_rng):
+        torch.manual_seed(cfg.train.seed)
+        return Transformer(cfg.model, vocab_size)
 
 
 def lr_at(step: int, cfg: Config) -> float:

@@ -68,7 +68,8 @@ def pending_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame
             if (task.pair == pair or task.nb.pair) and task.nb.needs and not task.output(out).is_file()]
     for unit in grids(profile).units:
         other, other_seed = unit.split("/")
-        if (other, int(other_seed)) != (pair, seed) and not (release_dir(profile, other, int(other_seed)) / "card.json").is_file():
+        released = (release_dir(profile, other, int(other_seed)) / "card.json").is_file()
+        if (other, int(other_seed)) != (pair, seed) and not released:
             rows.append({"unit": f"{other}, seed {other_seed}: every page",
                          "needs": NOTEBOOKS[0].needs.format(profile=profile, pair=other, seed=other_seed)})
     return pd.DataFrame(rows, columns=["unit", "needs"])

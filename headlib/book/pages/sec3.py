@@ -445,7 +445,8 @@ def release_values(results: dict[str, dict]) -> dict:
             shift = max(map(abs, r["training_copy"]["bleu_shift"].values()))
             values[f"sec3-{pair}-release"] = rel["path"]
             lines.append(f"- `{pair}`: the release `{rel['path']}`, weights `{r['fingerprint']}` ({rel['dtype']}, "
-                         f"{rel['bytes'] / 2 ** 20:.1f} MiB) of run `{r['run_dir']}`; every test score on these pages is "
+                         f"{rel['bytes'] / 2 ** 20:.1f} MiB) of run `{r['run_dir']}`; every test score on these pages "
+                         "is "
                          f"the released weights' own, at most {shift:.2f} BLEU from the training copy's "
                          f"(`{r['training_copy']['fingerprint']}`).")
         else:
@@ -464,7 +465,8 @@ def train_and_record(configs: dict, profile: str, seed: int) -> dict[str, dict]:
     from headlib.train.records import run_record
     from headlib.train.release import release_of
     from headlib.train.trainer import train
-    results = {pair: run_record(cfg) if release_of(cfg) else train(cfg, progress=False) for pair, cfg in configs.items()}
+    results = {pair: run_record(cfg) if release_of(cfg) else train(cfg, progress=False)
+               for pair, cfg in configs.items()}
     for pair, r in results.items():
         write_json(results_dir(profile, pair, seed) / "training_results.json", r)
     return results

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from headlib.analysis.heads import (RARE_MARGIN, emergence_rate, emergence_summary, encoder_attention,
-                                    heads_over_training, parse_conllu, parse_spacy, parser_agreement,
-                                    piece_frequencies, positional_heads, rare_word_rates, syntactic_accuracy,
-                                    syntactic_heads)
+from headlib.analysis.heads import (NULL_TABLES, RARE_MARGIN, emergence_rate, emergence_summary,
+                                    encoder_attention, function_tables, heads_over_training, parse_conllu, parse_spacy,
+                                    parser_agreement, piece_frequencies, positional_heads, rare_word_rates,
+                                    syntactic_accuracy, syntactic_heads)
 from headlib.data.corpora import data_root, load_split
 
 IMPORTANCE = ["layer", "head", "relevance", "rank_in_layer"]   # what the tables take from head_importance.csv
@@ -92,29 +92,16 @@ def rare_words(maps, bpe, sentences: list[str], pair: str, importance: pd.DataFr
         "sec5-rare-margin": round(RARE_MARGIN * 100)}
 
 
-# The null for taking the best of 48 heads (C3-C5): the same statistics of the run's model at
-# initialisation (`trainer.initial_model`: its architecture and seed before the first update), on
-# the same sentences and parses. A head of the trained model counts only where it beats the best
-# head the untrained model gives by chance and by its position embeddings alone.
-NULL_TABLES = ("null_positional_heads.csv", "null_syntactic_best.csv", "null_rare_word_rates.csv")
-
-
 def initial_model_tables(run: dict, bpe, sentences: list[str], parsed, eos_mode: str, margin: float, pair: str,
                          out: Path) -> dict:
-    """`positional_heads`, `syntactic_heads` and `rare_word_rates` of the model at initialisation
-    (`NULL_TABLES`, written to `out`) and the values the prose cites: its best head's share at
-    one offset other than 0, its syntactic relation-directions, its best layer-1 rarest-token rate."""
-    import torch
-
+    """Sec. 5's tables of the run's model at initialisation (`heads.NULL_TABLES`, written to `out`:
+    the null for taking the best of 48 heads) and the values the prose cites: its best head's share
+    at one offset other than 0, its syntactic relation-directions, its best layer-1 rarest-token rate."""
     from headlib.config import Config
     from headlib.train.trainer import initial_model
-    with torch.random.fork_rng():
-        model = initial_model(Config.from_dict(run["config"]), bpe.vocab_size).eval()
-    maps = encoder_attention(model, bpe, sentences)
-    pos = positional_heads(maps, eos_mode=eos_mode)
-    syn, base = syntactic_accuracy(maps, parsed, bpe)
-    best = syntactic_heads(syn, base, margin)
-    rates = rare_word_rates(maps, bpe.encode_batch(sentences), piece_frequencies(bpe, load_split(pair, "train").src))
+    model = initial_model(Config.from_dict(run["config"]), bpe.vocab_size, keep_rng=True).eval()
+    freq = piece_frequencies(bpe, load_split(pair, "train").src)
+    pos, best, rates = function_tables(model, bpe, sentences, parsed, freq, eos_mode, margin)
     for table, name in zip((pos, best, rates), NULL_TABLES):
         table.to_csv(out / name, index=False)
     other = pos[pos["offset"] != 0]
@@ -197,7 +184,8 @@ def over_training(history: list[dict]) -> tuple[pd.DataFrame, dict]:
             f"{v['sec5-emerge-first-offset']:+d}; at the last (update {last:,}), {v['sec5-emerge-last-head']} puts "
             f"{v['sec5-emerge-last-share']:.0%} at offset {v['sec5-emerge-last-offset']:+d}. The paper's positional "
             f"heads do it at least 90% of the time. The share peaked at {v['sec5-emerge-peak-share']:.0%} (update "
-            f"{v['sec5-emerge-peak-step']:,}); over the second half of training (from update {v['sec5-emerge-from']:,}, "
+            f"{v['sec5-emerge-peak-step']:,}); over the second half of training (from update "
+            f"{v['sec5-emerge-from']:,}, "
             f"while the learning rate decays to 0) it changed by {v['sec5-emerge-slope']:+.3f} per 1,000 updates. "
             "The figure shows the whole trajectory; where it would go with more updates is not something these "
             "points can say, and a longer run of this recipe is not part of this study.")
