@@ -129,7 +129,8 @@ def test_pages_re_executed_from_the_release_give_every_glued_value_back(released
     record = results_dir("smoke", "en-de", 1) / "pruning" / "point.json"
     record.parent.mkdir(exist_ok=True)
     record.write_text(json.dumps({"model": "0123456789ab", "lam": 0.1}))
-    problems = book.check_records(out)
+    # (the smoke book of test_book.py, run before without a release, leaves records of the run's own model)
+    problems = [p for p in book.check_records(out) if "point.json" in p]
     assert len(problems) == 1 and "point.json: computed from model 0123456789ab, not the release" in problems[0]
     record.unlink()
     path = book.manifest_path(out / "executed/en-de/seed1/05_head_functions.ipynb")

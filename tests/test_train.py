@@ -349,10 +349,15 @@ def test_a_bad_checkpoint_is_one_line_naming_the_file(tmp_path, smoke_run):
         with pytest.raises(CheckpointError, match=at(tmp_path / name, "not a readable trained model; the file is "
                                                      "truncated or corrupt")):
             load_model(tmp_path / name)
-    proc = run_cli("evaluate", "--checkpoint", str(tmp_path / "truncated.pt"), "--src", "a", "--ref", "b", check=False)
+    (tmp_path / "a.en").write_text("A dog .\n")
+    (tmp_path / "b.de").write_text("Ein Hund .\n")
+    proc = run_cli("evaluate", "--checkpoint", str(tmp_path / "truncated.pt"), "--src", str(tmp_path / "a.en"),
+                   "--ref", str(tmp_path / "b.de"), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     [line] = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert line.startswith(f"error: {tmp_path / 'truncated.pt'}: not a readable trained model; the file is truncated")
+    # the user's own file: what it is not, and no advice to delete it (a cache's error gives that)
+    assert line.startswith(f"error: {tmp_path / 'truncated.pt'}: not a trained model saved by torch.save (a truncated")
+    assert "delete" not in line
 
     run = get_config("smoke", RESUME)
     Trainer(run, tmp_path / "run", progress=False).fit(stop_after=2)

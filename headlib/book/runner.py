@@ -59,18 +59,18 @@ def run(profile: str = "cpu", pairs: Iterable[str] = ("en-de",), seeds: Iterable
     t0, results = time.time(), []
     try:
         for i, (task, why) in enumerate(plan, 1):
-            output = task.output(out)
+            source, output = src_dir / f"{task.nb.name}.ipynb", task.output(out)
             head = lambda: f"[book {clock(time.time() - t0)}] {i}/{len(plan)} {task.label}"
             if not why:
                 log(f"{head()}: {'kept' if task.nb.pair and task.nb.pair not in pairs else 'unchanged'}, skipped")
                 results.append(TaskResult(task, "skipped", 0.0, output))
                 continue
-            task_key(task, src_dir / f"{task.nb.name}.ipynb", out)   # its upstream outputs exist, else an error
+            task_key(task, source, out)   # its upstream outputs exist, else an error naming them
             ensure_model(task, train, progress, lambda msg: log(f"{head()}: {msg}"))
             log(f"{head()}: executing -> {rel(output)} ({len(plan) - i} left after this)")
             start = time.time()
-            execute(task, src_dir / f"{task.nb.name}.ipynb", output, progress=progress, log_output=log_output)
-            write_manifest(task, src_dir / f"{task.nb.name}.ipynb", out, time.time() - start)
+            execute(task, source, output, progress=progress, log_output=log_output)
+            write_manifest(task, source, out, time.time() - start)
             log(f"{head()}: done in {clock(time.time() - start)}")
             results.append(TaskResult(task, "executed", time.time() - start, output))
     finally:
