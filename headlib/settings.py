@@ -65,6 +65,15 @@ def settings() -> Settings:
     )
 
 
+def rel(path: Path) -> str:
+    """`path` relative to the repository (as POSIX), or as it is when it lies outside it: how files
+    are named in what the project writes (manifests, cards, messages)."""
+    try:
+        return Path(path).resolve().relative_to(settings().root).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def results_dir(profile: str, pair: str, seed: int) -> Path:
     """Where the result tables of (profile, pair, seed) go: the cpu profile's are committed under
     `results/`, any other profile's under `artifacts/results/` (so test runs never touch them);

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from headlib.book.glue_refs import check_glue
 from headlib.book.keys import BASIS, _digest, read_manifest
-from headlib.book.plan import NOTEBOOKS, BookError, rel
+from headlib.book.plan import NOTEBOOKS, BookError
 from headlib.book.sources import check_parameters, source_digest
-from headlib.settings import settings
+from headlib.settings import rel, settings
 
 
 def check_manifests(out: Path, src_dir: Path | None = None) -> list[str]:

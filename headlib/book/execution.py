@@ -14,8 +14,8 @@ from pathlib import Path
 
 from headlib.book.glue_refs import read_notebook
 from headlib.book.keys import failed_path
-from headlib.book.plan import BookError, Task, default_out, rel
-from headlib.settings import settings
+from headlib.book.plan import BookError, Task, default_out
+from headlib.settings import rel, settings
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 

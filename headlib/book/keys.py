@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from headlib import __version__
-from headlib.book.plan import NOTEBOOKS, BookError, Notebook, Task, clock, default_out, planned, rel
+from headlib.book.plan import NOTEBOOKS, BookError, Notebook, Task, clock, default_out, planned
 from headlib.book.sources import source_digest
 from headlib.files import file_digest
-from headlib.settings import settings
+from headlib.settings import rel, settings
 
 
 def manifest_path(output: Path) -> Path:

@@ -156,13 +156,6 @@ def planned(notebooks: Sequence[Notebook], profile: str, pairs: list[str], seeds
             for seed in (seeds[:1] if nb.across_seeds or nb.pair else seeds)]
 
 
-def rel(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(settings().root).as_posix()
-    except ValueError:
-        return str(path)
-
-
 def clock(seconds: float) -> str:
     m, s = divmod(int(seconds), 60)
     h, m = divmod(m, 60)

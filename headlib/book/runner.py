@@ -28,11 +28,11 @@ from headlib.book.execution import execute, prepare_out
 from headlib.book.glue_refs import glued_text
 from headlib.book.keys import _digest, estimate, manifest_path, page_model, read_manifest, status, task_key
 from headlib.book.pages import OTHER_MODELS
-from headlib.book.plan import NOTEBOOKS, BookError, Notebook, Task, clock, default_out, rel
+from headlib.book.plan import NOTEBOOKS, BookError, Notebook, Task, clock, default_out
 from headlib.book.sources import check_parameters
 from headlib.book.toc import write_toc
 from headlib.files import artifacts_dir, write_json
-from headlib.settings import settings
+from headlib.settings import rel, settings
 
 
 @dataclass

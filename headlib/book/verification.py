@@ -24,10 +24,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+from unittest import mock
 
 from headlib.book.glue_refs import GLUE_MIME_PREFIX, glue_references, read_notebook
-from headlib.book.plan import NOTEBOOKS, clock, default_out, rel
-from headlib.settings import results_root, settings
+from headlib.book.plan import NOTEBOOKS, clock, default_out
+from headlib.settings import rel, results_root, settings
 
 _STYLER_ID = re.compile(r"T_[0-9a-f]{5}(_[0-9a-f]+)?")   # pandas Styler's per-render element ids
 TIMING_SUFFIX = "-seconds"                                # a glued wall-clock measurement of the page's own
@@ -138,14 +139,10 @@ def verify(profile: str = "cpu", pair: str = "en-de", seed: int = 1, out: Path |
     shutil.copytree(settings().results, scratch / "results")          # the committed records every page may read
     if (own := results_root(profile) / profile).is_dir() and own.parent != settings().results:
         shutil.copytree(own, scratch / "results" / profile, dirs_exist_ok=True)   # another profile's tables
-    before = os.environ.get("HEADLIB_RESULTS")
-    os.environ["HEADLIB_RESULTS"] = str(scratch / "results")
-    try:
-        t0 = time.time()
+    t0 = time.time()
+    with mock.patch.dict(os.environ, {"HEADLIB_RESULTS": str(scratch / "results")}):   # restored afterwards
         results = run(profile, [pair], [seed], scratch / "book", force=True, progress=False, notebooks=notebooks,
                       toc=notebooks, log=log, train=False)
-    finally:
-        os.environ.pop("HEADLIB_RESULTS") if before is None else os.environ.__setitem__("HEADLIB_RESULTS", before)
     log(f"[verify] {len(results)} page(s) re-executed in {clock(time.time() - t0)} into {rel(scratch)}")
     specs = format_specs(out)
     checks = []

@@ -33,13 +33,13 @@ from safetensors.torch import load_model as load_weights
 from safetensors.torch import save_model
 
 from headlib import RESULTS_VERSION, __version__
-from headlib.config import Config, ModelConfig
+from headlib.config import Config, ModelConfig, get_config
 from headlib.data.bpe import BPE
 from headlib.data.corpora import load_split, test_sets
 from headlib.files import write_json, write_text
 from headlib.nn.decode import evaluate_bleu
 from headlib.nn.model import Transformer
-from headlib.settings import settings
+from headlib.settings import rel, settings
 
 WEIGHTS, TOKENIZER, CARD, README = "model.safetensors", "tokenizer.json", "card.json", "README.md"
 MAX_BLEU_SHIFT = 0.1        # the most a test BLEU may move from the training copy for fp16 weights
@@ -79,7 +79,6 @@ def release_of(cfg: Config) -> Path | None:
     """The release of a config's run, or None: a release is of (profile, pair, seed) and holds the
     run of that profile's config alone (a config with other overrides has no release). A release of
     another config or results version (the code's recipe changed since) is an error, not a model."""
-    from headlib.config import get_config
     path = release_dir(cfg.profile, cfg.data.pair, cfg.train.seed)
     if not releases_enabled() or not (path / CARD).is_file():
         return None
@@ -180,7 +179,7 @@ def write_release(model: Transformer, bpe: BPE, record: dict, dest: Path, log=pr
         card = record | {
             "fingerprint": sha[:FINGERPRINT_DIGITS], "test": tests,
             "release": {"sha256": sha, "dtype": str(dtype).removeprefix("torch."), "bytes": size,
-                        "vocab_size": bpe.vocab_size, "headlib": __version__, "path": _rel(dest),
+                        "vocab_size": bpe.vocab_size, "headlib": __version__, "path": rel(dest),
                         # the loaded model's `Transformer.fingerprint()`: what results computed from it record
                         "loaded_fingerprint": released.fingerprint(),
                         "minutes": round((time.time() - t0) / 60, 2)},   # saving and scoring the release
@@ -198,11 +197,6 @@ def write_release(model: Transformer, bpe: BPE, record: dict, dest: Path, log=pr
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return card
-
-
-def _rel(path: Path) -> str:
-    root = settings().root
-    return path.resolve().relative_to(root).as_posix() if path.resolve().is_relative_to(root) else str(path)
 
 
 def card_markdown(card: dict) -> str:
