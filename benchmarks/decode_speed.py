@@ -30,7 +30,7 @@ from headlib.data.corpora import load_split, main_test_set
 from headlib.files import write_json  # atomic: temp file + os.replace
 from headlib.nn.decode import greedy, length_batches, score, translate
 from headlib.nn.model import Transformer
-from headlib.train.trainer import load_model
+from headlib.train import load_model
 
 
 class FullRecompute:
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     else:
         cfg = get_config(args.profile, pair=args.pair)
         train = load_split(cfg.data.pair, "train").head(cfg.data.train_limit)
-        bpe = cached_bpe(train.src, train.tgt, cfg.data.bpe_vocab)  # as headlib.train.trainer.prepare_data
+        bpe = cached_bpe(train.src, train.tgt, cfg.data.bpe_vocab)  # as headlib.train.prepare_data
         torch.manual_seed(args.seed)
         model = Transformer(cfg.model, bpe.vocab_size).eval()
         pair, profile = cfg.data.pair, cfg.profile

@@ -35,7 +35,8 @@ from headlib.data.bpe import PAD_ID
 from headlib.data.corpora import analysis_sentences
 from headlib.files import write_json
 from headlib.train.machine import machine
-from headlib.train.trainer import load_model, token_loss
+from headlib.train import load_model
+from headlib.nn.loss import token_loss
 
 
 def batched_steps(model, src, tgt_in, tgt_out):

@@ -25,16 +25,17 @@ import time
 
 import torch
 
-from headlib.config import PROFILES, get_config, grids
+from headlib.config import PROFILES, get_config
+from headlib.profiles import grids
 from headlib.data.batching import source_tensor
 from headlib.data.corpora import load_split, main_test_set
 from headlib.files import write_json
 from headlib.nn.decode import beam_search, greedy, length_batches
 from headlib.nn.model import KINDS, Transformer
 from headlib.pruning.prune import Pruning, PruneConfig
-from headlib.pruning.sweep import SETTINGS
+from headlib.pruning.points import SETTINGS
 from headlib.train.machine import machine
-from headlib.train.trainer import prepare_data
+from headlib.train import prepare_data
 
 OPUS_MT_VOCAB = 58101   # Helsinki-NLP/opus-mt-en-de's config.json (vocab_size); the import adds one id
 

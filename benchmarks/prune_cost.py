@@ -19,8 +19,8 @@ from headlib.config import get_config
 from headlib.files import write_json
 from headlib.nn.model import KINDS
 from headlib.pruning.prune import PruneConfig, prune
-from headlib.pruning.sweep import evaluate_masked
-from headlib.train.trainer import prepare_data, trained_model
+from headlib.pruning.points import evaluate_masked
+from headlib.train import prepare_data, trained_model
 
 SWEEP = {"enc-self": 13, "all": 8}   # lambdas in notebooks 06 and 07
 

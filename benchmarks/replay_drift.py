@@ -27,7 +27,7 @@ from headlib.data.corpora import analysis_sentences
 from headlib.files import write_json
 from headlib.settings import results_dir
 from headlib.train.machine import machine
-from headlib.train.trainer import load_model, run_dir
+from headlib.train import load_model, run_dir
 
 
 def main(argv=None) -> int:

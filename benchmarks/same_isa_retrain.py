@@ -32,7 +32,7 @@ import numpy as np
 from headlib.config import get_config
 from headlib.files import write_json
 from headlib.train.machine import machine
-from headlib.train.trainer import Trainer
+from headlib.train import Trainer
 
 # What selects the CPU kernels (and so the rounding) besides the machine itself.
 KERNEL_VARIABLES = ("MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")

@@ -19,9 +19,9 @@ from headlib.files import write_json
 from headlib.nn.decode import translate
 from headlib.nn.model import KINDS
 from headlib.pruning.shrink import encode_seconds, encoder_batches, shrink, with_masks
-from headlib.pruning.sweep import points
+from headlib.pruning.points import points
 from headlib.settings import results_dir
-from headlib.train.trainer import trained_model
+from headlib.train import trained_model
 
 
 def main(argv=None) -> int:

@@ -6,7 +6,7 @@ dropout on embeddings and residuals, none on attention weights or inside the FFN
 Multi30k training batches, the same autocast dtype, the same optimizer step (Adam(0.9, 0.98,
 1e-9), gradient clipping at 1.0) and the same loss (label-smoothed cross-entropy, summed over the
 non-pad target tokens, divided by their count; the output projection applied to non-pad positions
-only, as `headlib.train.trainer.token_loss` does). headlib runs as the committed runs were trained and with
+only, as `headlib.nn.loss.token_loss` does). headlib runs as the committed runs were trained and with
 its fast kernels (fused loss, `headlib.nn.loss`; int16 dropout masks); Marian with eager attention and
 with SDPA.
 
@@ -40,7 +40,8 @@ from headlib.data.bpe import BOS_ID, EOS_ID, PAD_ID
 from headlib.files import write_json  # atomic: temp file + os.replace
 from headlib.nn.model import Transformer
 from headlib.train.machine import machine
-from headlib.train.trainer import autocast, prepare_data, token_loss
+from headlib.train import prepare_data
+from headlib.nn.loss import token_loss
 
 
 def config_differences(cfg) -> list[str]:
@@ -106,7 +107,7 @@ def build_marian(cfg, vocab_size: int, impl: str):
 
 
 def marian_loss(model, src, tgt_in, tgt_out, label_smoothing: float):
-    """Same computation as headlib.train.trainer.token_loss, for MarianMTModel."""
+    """Same computation as headlib.nn.loss.token_loss, for MarianMTModel."""
     out = model.model(input_ids=src, attention_mask=src.ne(PAD_ID), decoder_input_ids=tgt_in,
                       decoder_attention_mask=tgt_in.ne(PAD_ID), use_cache=False)
     keep = tgt_out.ne(PAD_ID)
@@ -145,7 +146,7 @@ class System:
         src, tgt_in, tgt_out = batch
         cfg = replace(self.cfg, train=replace(self.cfg.train, bf16=bf16))
         self.opt.zero_grad(set_to_none=True)
-        with autocast(cfg, torch.device("cpu")):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.train.bf16):
             loss, n = self.loss_fn(self.model, src, tgt_in, tgt_out, cfg.train.label_smoothing)
         (loss / n).backward()
         if cfg.train.clip_norm > 0:

@@ -4,7 +4,7 @@
     release    release a trained run into models/<profile>/<pair>/seed<seed>/ (headlib.train.release)
     translate  sentences on stdin (or --input FILE) -> one translation a line on stdout
     evaluate   --src FILE --ref FILE -> BLEU, chrF and signatures as JSON
-    grids      the profile's experiment grids (headlib.config.Grids) as JSON, for scripts
+    grids      the whole profile (headlib.profiles: config, grids, per-study settings) as JSON, for scripts
 
 translate and evaluate read --checkpoint (a run's final.pt or a release folder), else the release
 of (--profile, --pair, --seed), else that run's final.pt under artifacts/; they name on stderr
@@ -17,7 +17,8 @@ import dataclasses
 import json
 import sys
 
-from headlib.config import PROFILES, get_config, grids
+from headlib.config import PROFILES, get_config
+from headlib.profiles import profile
 
 
 def _config(args):
@@ -38,7 +39,7 @@ def _model(args) -> Loaded:
     from pathlib import Path
 
     from headlib.train import release
-    from headlib.train.trainer import load_model, run_dir
+    from headlib.train import load_model, run_dir
     cfg = _config(args)
     path = Path(args.checkpoint) if args.checkpoint else release.release_of(cfg)
     if path is not None and path.is_dir():
@@ -82,7 +83,7 @@ def positive_int(text: str) -> int:
 
 
 def cmd_train(args) -> int:
-    from headlib.train.trainer import run_dir, train
+    from headlib.train import run_dir, train
     cfg = _config(args)
     results = train(cfg, progress=not args.quiet)
     if results:
@@ -93,7 +94,7 @@ def cmd_train(args) -> int:
 
 def cmd_release(args) -> int:
     from headlib.train import release
-    from headlib.train.trainer import load_model, run_dir
+    from headlib.train import load_model, run_dir
     cfg = _config(args)
     run = run_dir(cfg)
     if not (run / "results.json").is_file():
@@ -134,15 +135,28 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def flat(settings: dict, prefix: str = "") -> dict:
+    """Nested settings as {"section.key": value} ("config.train.lr", "prune.steps", ...)."""
+    out = {}
+    for key, value in settings.items():
+        out |= flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value}
+    return out
+
+
 def cmd_grids(args) -> int:
-    grid = dataclasses.asdict(grids(args.profile))
+    """The whole profile as JSON (`headlib.profiles.Profile`: config, grids, per-study settings);
+    `--key` prints one value for shell scripts: a grid by its name (`lambdas_encoder`) or any
+    setting by its dotted path (`prune.steps`, `config.train.lr`)."""
+    settings = profile(args.profile).to_dict()
     if not args.key:
-        print(json.dumps(grid, indent=2))
+        print(json.dumps(settings, indent=2))
         return 0
-    if args.key not in grid:
-        raise ValueError(f"grids: unknown key {args.key!r}; valid keys: {', '.join(grid)}")
-    value = grid[args.key]
-    if not isinstance(value, tuple):
+    values = flat(settings) | settings["grids"]
+    if args.key not in values:
+        raise ValueError(f"grids: unknown key {args.key!r}; valid keys: {', '.join(settings['grids'])}, or a "
+                         f"setting's dotted path such as prune.steps (python -m headlib grids lists them)")
+    value = values[args.key]
+    if not isinstance(value, (tuple, list)):
         print(value)
         return 0
     size = args.groups or len(value)   # for shell scripts: comma-joined values, space-separated groups
@@ -157,7 +171,7 @@ def main(argv=None) -> int:
     grid = sub.add_parser("grids")
     grid.set_defaults(fn=cmd_grids)
     grid.add_argument("--profile", default="cpu", choices=list(PROFILES))
-    grid.add_argument("--key", help="print one grid, comma-joined (e.g. lambdas_encoder)")
+    grid.add_argument("--key", help="print one value, comma-joined: a grid (lambdas_encoder) or a dotted setting (prune.steps)")
     grid.add_argument("--groups", type=int, help="with --key: groups of this many values, space-separated")
     for name, fn in (("train", cmd_train), ("release", cmd_release), ("translate", cmd_translate),
                      ("evaluate", cmd_evaluate)):

@@ -244,7 +244,7 @@ def c7_pruned_beats_scratch(out):
 
 
 def c8_pruning_order(out):
-    from headlib.pruning.sweep import encoder_first_cross_last, pruning_order
+    from headlib.pruning.readout import encoder_first_cross_last, pruning_order
     table = read_table(out, "pruning_all_attention.csv")
     order = pruning_order(table)
     holds = encoder_first_cross_last(order)

@@ -17,7 +17,7 @@ start=$(date +%s)
 point() {  # point NAME SWEEP-ARGS... : one point in the background, logged, its exit status recorded
   local name=$1; shift
   while [ "$(jobs -r | wc -l)" -ge "$MAX_JOBS" ]; do sleep 2; done
-  ( python3 -m headlib.pruning.sweep "$@" --steps "$STEPS" --profile "$PROFILE" --pair "$PAIR" --seed "$SEED" \
+  ( python3 -m headlib.pruning "$@" --steps "$STEPS" --profile "$PROFILE" --pair "$PAIR" --seed "$SEED" \
       >"$LOG/$name.log" 2>&1; echo "$name rc=$? $(( $(date +%s) - start ))s" >>"$LOG/status" ) &
 }
 for k in ${K//,/ }; do
@@ -25,5 +25,5 @@ for k in ${K//,/ }; do
   for label in ${LABELS//,/ }; do point "k$k-$label" fixed --k "$k" --labels "$label"; done
 done
 while [ -n "$(jobs -r)" ] && [ $(( $(date +%s) - start )) -lt "$DEADLINE" ]; do sleep 5; done
-pkill -f "headlib.pruning.sweep" 2>/dev/null
+pkill -f "headlib.pruning " 2>/dev/null
 echo "done after $(( $(date +%s) - start ))s" >>"$LOG/status"

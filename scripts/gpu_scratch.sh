@@ -12,13 +12,13 @@ RESULTS=results/$PROFILE/$PAIR/seed$SEED
 STEPS=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['steps'])" "$RESULTS/training_results.json")
 mkdir -p "$LOG"; export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 start=$(date +%s)
-python3 -m headlib.pruning.sweep pick --profile "$PROFILE" --pair "$PAIR" --seed "$SEED" --kinds enc-self --totals "$K" >"$LOG/specs.txt"
+python3 -m headlib.pruning pick --profile "$PROFILE" --pair "$PAIR" --seed "$SEED" --kinds enc-self --totals "$K" >"$LOG/specs.txt"
 i=0
 while read -r spec; do
-  ( python3 -m headlib.pruning.sweep scratch --spec "$spec" --max-steps "$STEPS" --profile "$PROFILE" --pair "$PAIR" --seed "$SEED" \
+  ( python3 -m headlib.pruning scratch --spec "$spec" --max-steps "$STEPS" --profile "$PROFILE" --pair "$PAIR" --seed "$SEED" \
       >"$LOG/scratch-$i.log" 2>&1; echo "scratch-$i rc=$? $(( $(date +%s) - start ))s" >>"$LOG/status" ) &
   i=$((i + 1))
 done <"$LOG/specs.txt"
 while [ -n "$(jobs -r)" ] && [ $(( $(date +%s) - start )) -lt "$DEADLINE" ]; do sleep 5; done
-pkill -f "headlib.pruning.sweep" 2>/dev/null
+pkill -f "headlib.pruning " 2>/dev/null
 echo "done after $(( $(date +%s) - start ))s" >>"$LOG/status"

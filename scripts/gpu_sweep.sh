@@ -21,7 +21,7 @@ LOG=${LOG:-artifacts/logs/gpu_sweep}; DEADLINE=${DEADLINE:-3000}
 grid() { python3 -m headlib grids --profile "$PROFILE" --key "$@"; }
 ENC_LAMS=($(grid lambdas_encoder --groups 2)); ALL_LAMS=($(grid lambdas_all --groups 2))
 STEPS=${STEPS:-$(grid finetune_steps)}   # fine-tuning updates per lambda
-BUDGET=$(python3 -c "import sys; from headlib.train.trainer import trained_model
+BUDGET=$(python3 -c "import sys; from headlib.train import trained_model
 print(trained_model(sys.argv[1], sys.argv[2], int(sys.argv[3]))[2]['steps'])" "$PROFILE" "$PAIR" "$SEED")
 mkdir -p "$LOG"; export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 start=$(date +%s)
@@ -30,7 +30,7 @@ job() {  # job NAME CMD... : run in the background, log, record the exit status
   local name=$1; shift
   ( "$@" >"$LOG/$name.log" 2>&1; echo "$name rc=$? $(( $(date +%s) - start ))s" >>"$LOG/status" ) &
 }
-sweep() { python3 -m headlib.pruning.sweep "$@" --profile "$PROFILE" --pair "$PAIR" --seed "$SEED"; }
+sweep() { python3 -m headlib.pruning "$@" --profile "$PROFILE" --pair "$PAIR" --seed "$SEED"; }
 
 chain() {  # chain NAME KINDS TOTALS LAMS... : one process per lambda group, then the scratch runs
   local name=$1 kinds=$2 totals=$3; shift 3
@@ -41,7 +41,7 @@ chain() {  # chain NAME KINDS TOTALS LAMS... : one process per lambda group, the
     pids+=($!); i=$((i + 1))
   done
   wait "${pids[@]}"
-  python3 -m headlib.pruning.sweep pick --profile "$PROFILE" --pair "$PAIR" --seed "$SEED" --kinds "$kinds" \
+  python3 -m headlib.pruning pick --profile "$PROFILE" --pair "$PAIR" --seed "$SEED" --kinds "$kinds" \
     --totals "$totals" >"$LOG/specs-$name.txt"
   i=0
   while read -r spec; do

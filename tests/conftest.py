@@ -49,7 +49,7 @@ def trained_tiny():
     are non-trivial and of varied lengths, so decoding tests compare real choices."""
     from headlib.data.batching import collate
     from headlib.nn.model import Transformer
-    from headlib.train.trainer import token_loss
+    from headlib.nn.loss import token_loss
     torch.manual_seed(0)
     rng = random.Random(0)
     vocab = 12
@@ -84,7 +84,7 @@ SMOKE_CLI_SET = ("--set", "train.threads=1")
 def smoke_run(artifacts_tmp):
     """One smoke-profile run trained through the CLI: its run dir (with final.pt, results.json)."""
     from headlib.config import get_config
-    from headlib.train.trainer import run_dir
+    from headlib.train import run_dir
     run_cli("train", "--profile", "smoke", *SMOKE_CLI_SET, "--quiet")
     cfg = get_config("smoke", [SMOKE_CLI_SET[1]])
     out = run_dir(cfg)

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from headlib.config import get_config
-from headlib.train.trainer import Trainer
+from headlib.train import Trainer
 
 
 def main():

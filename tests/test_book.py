@@ -345,7 +345,7 @@ def test_a_trained_run_enters_the_key_by_its_record_without_the_clock(tmp_path):
     this machine's results.json, else the committed record of the same run (a fresh clone trains
     nothing to find a notebook unchanged); a replay on a slower machine keeps the key."""
     from headlib.settings import results_dir
-    from headlib.train.trainer import run_dir
+    from headlib.train import run_dir
     task = book.Task(book.Notebook("tiny", "Tiny", trains=True), "smoke", "en-de", 7)
     run, entry = run_dir(task.config()), f"runs/{run_dir(task.config()).name}/results.json"
     committed = results_dir("smoke", "en-de", 7) / "training_results.json"

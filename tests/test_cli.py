@@ -9,7 +9,7 @@ from conftest import SMOKE_CLI_SET, run_cli
 from headlib.data.corpora import load_split
 from headlib.nn.decode import score, translate
 from headlib.settings import settings
-from headlib.train.trainer import load_model
+from headlib.train import load_model
 
 
 def test_unknown_key_exits_nonzero_listing_valid_keys():

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from headlib.config import PROFILES, Config, ModelConfig, get_config, validate
+from headlib.profiles import PruneConfig
 
 
 def all_keys():
@@ -103,10 +104,10 @@ def test_config_is_frozen():
 
 
 def test_every_profile_has_grids_and_the_sweeps_read_them():
-    from headlib.config import GRIDS, grids
-    from headlib.pruning.sweep import independent_steps, lambda_grid, scratch_head_counts
-    assert set(GRIDS) == set(PROFILES)
+    from headlib.profiles import grids, profile as settings
+    from headlib.pruning.points import independent_steps, lambda_grid, scratch_head_counts
     for profile in PROFILES:
+        assert settings(profile).config == PROFILES[profile] and settings(profile).name == profile
         g = grids(profile)
         assert lambda_grid(profile, "encoder") == list(g.lambdas_encoder) == sorted(g.lambdas_encoder)
         assert lambda_grid(profile, "all") == list(g.lambdas_all)
@@ -124,7 +125,13 @@ def test_grids_on_the_command_line_for_scripts():
     assert run_cli("grids", "--profile", "cpu", "--key", "lambdas_all", "--groups", "3").stdout.split() == \
         ["0.0005,0.001,0.002", "0.005,0.01,0.02", "0.05,0.1"]
     assert run_cli("grids", "--profile", "smoke", "--key", "finetune_steps").stdout.strip() == "10"
-    assert json.loads(run_cli("grids", "--profile", "smoke").stdout)["lambdas_encoder"] == [0.01, 1.0]
+    smoke = json.loads(run_cli("grids", "--profile", "smoke").stdout)
+    assert set(smoke) == {"config", "grids", "prune", "lottery", "adapt", "domains"}   # the whole profile
+    assert smoke["grids"]["lambdas_encoder"] == [0.01, 1.0] and smoke["config"]["model"]["d_model"] == 32
+    assert smoke["domains"]["adapt"]["steps"] == 3 and smoke["prune"]["steps"] == PruneConfig().steps
+    assert run_cli("grids", "--profile", "smoke", "--key", "domains.adapt.k").stdout.strip() == "3"
+    assert run_cli("grids", "--profile", "cpu", "--key", "config.train.lr").stdout.strip() == "0.002"
     bad = run_cli("grids", "--key", "nope", check=False)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "error: grids: unknown key 'nope'; valid keys: " + ", ".join(json.loads(run_cli("grids").stdout))]
+        "error: grids: unknown key 'nope'; valid keys: " + ", ".join(json.loads(run_cli("grids").stdout)["grids"])
+        + ", or a setting's dotted path such as prune.steps (python -m headlib grids lists them)"]

@@ -280,7 +280,7 @@ def test_local_pair_from_translation_records_trains_end_to_end(tmp_path, monkeyp
     trains on, with its test set found by file name."""
     from headlib.config import get_config
     from headlib.data.corpora import test_sets, write_local_pair
-    from headlib.train.trainer import train
+    from headlib.train import train
     en = load_split("en-de", "train").head(300)
     records = [{"translation": {"en": s, "de": t}} for s, t in zip(en.src, en.tgt)]
     records.append({"translation": {"en": "a line\nbroken in two", "de": ""}})          # skipped

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from headlib.config import get_config
-from headlib.train.trainer import Trainer, lr_at
+from headlib.train import Trainer
+from headlib.train.trainer import lr_at
 
 HERE = Path(__file__).resolve().parent
 STEPS = 3

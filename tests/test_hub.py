@@ -122,7 +122,7 @@ def test_the_pretrained_profile_imports_the_model_and_scores_it_as_a_trained_run
     tokenizer was trained on the pair's own sentences: imported (no training), scored on every test
     set, and read back with Marian's logits; another source is another run."""
     from headlib.data.corpora import load_split, test_sets
-    from headlib.train.trainer import run_dir, trained_model
+    from headlib.train import run_dir, trained_model
     train = load_split("en-de", "train").head(3000)
     path, theirs, tok = saved_marian(tmp_path, [*train.src, *train.tgt], vocab_size=300)
     monkeypatch.setenv("HEADLIB_PRETRAINED", str(path))

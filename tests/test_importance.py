@@ -6,7 +6,7 @@ from conftest import tiny_model_config
 from headlib.analysis.importance import gradient_importance, michel_schedule, prune_by_scores
 from headlib.data.batching import Encoded, collate
 from headlib.nn.model import Transformer
-from headlib.train.trainer import token_loss
+from headlib.nn.loss import token_loss
 
 
 def setup():
@@ -91,7 +91,7 @@ def test_bleu_without_retraining_scores_each_mask_and_restores_the_model(smoke_r
     from headlib.analysis.importance import bleu_without_retraining
     from headlib.data.corpora import load_split
     from headlib.nn.decode import evaluate_bleu
-    from headlib.train.trainer import load_model
+    from headlib.train import load_model
     _, out = smoke_run
     model, bpe, _ = load_model(out / "final.pt")
     corpus = load_split("en-de", "dev").head(20)

@@ -72,7 +72,7 @@ def test_fused_token_loss_on_the_tied_embedding_model():
 
     from headlib.data.batching import collate
     from headlib.nn.model import Transformer
-    from headlib.train.trainer import token_loss
+    from headlib.nn.loss import token_loss
 
     torch.manual_seed(0)
     model = Transformer(tiny_model_config(), 30).eval()     # dropout 0: both passes see the same function

@@ -9,7 +9,7 @@ import torch
 from headlib.config import get_config
 from headlib.files import artifacts_dir, write_json
 from headlib.pruning.lottery import LotteryConfig, comparison, point_name, run
-from headlib.train.trainer import run_dir
+from headlib.train import run_dir
 
 FRACTIONS = dict(prune_fraction=0.5, rewind_fraction=0.2)  # smoke: 30 updates -> prune at 15, rewind to 6
 

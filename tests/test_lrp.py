@@ -231,7 +231,7 @@ def test_paper_rule_layer_inputs_get_non_negative_relevance_with_the_total_kept(
     layer = model.encoder[1]
     first = layer.register_forward_pre_hook(lambda m, a: before.__setitem__("x", a[0]))
     with torch.enable_grad(), paper_rule(model):
-        last = layer.register_forward_pre_hook(lambda m, a: after.__setitem__("x", a[0]))
+        last = layer.hook_input.register_forward_hook(lambda m, a, out: after.__setitem__("x", out))
         logit = top1_logits(model(src, tgt_in))[0, 2]
         g_before, g_after = torch.autograd.grad(logit, [before["x"], after["x"]])
     first.remove(); last.remove()

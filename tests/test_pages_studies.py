@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from headlib.book.pages import domains as page
-from headlib.studies.domains import DomainConfig
+from headlib.profiles import profile
 
 
 def test_relevance_grids_label_each_head_with_its_functions():
@@ -20,7 +20,7 @@ def test_relevance_grids_label_each_head_with_its_functions():
 
 
 def test_adaptation_values_read_each_way_of_the_table():
-    cfg = DomainConfig.for_profile("smoke")
+    cfg = profile("smoke").domains
     alps = f"alps-k{cfg.adapt.k}"
     table = pd.DataFrame({"way": ["none", "all", alps, "random-s1", "random-s2"],
                           "tatoeba": [10.0, 20.0, 18.0, 12.0, 14.0], "updated share": [0.0, 1.0, 0.05, 0.05, 0.05]})

@@ -8,7 +8,7 @@ from headlib.config import get_config
 from headlib.nn.model import Transformer
 from headlib.pruning.gates import HardConcreteGates
 from headlib.pruning.prune import PruneConfig, Pruning, prune, prune_path
-from headlib.train.trainer import prepare_data
+from headlib.train import prepare_data
 
 
 @pytest.fixture(scope="module")

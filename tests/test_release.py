@@ -25,7 +25,7 @@ def released(smoke_run):
 
 
 def test_a_release_holds_weights_tokenizer_and_card_and_scores_its_own_weights(released):
-    from headlib.train.trainer import load_model
+    from headlib.train import load_model
     cfg, out, path, printed = released
     assert sorted(p.name for p in path.iterdir()) == ["README.md", "card.json", "model.safetensors", "tokenizer.json"]
     card = json.loads((path / "card.json").read_text())
@@ -51,7 +51,7 @@ def test_a_release_holds_weights_tokenizer_and_card_and_scores_its_own_weights(r
 
 def test_commands_and_pages_read_the_release_first(released, monkeypatch):
     from headlib.train.records import run_record
-    from headlib.train.trainer import trained_model
+    from headlib.train import trained_model
     cfg, out, path, _ = released
     model, _, record = trained_model("smoke", "en-de", 1)
     card = release.read_card(path)
@@ -88,7 +88,7 @@ def test_changed_weights_are_refused_naming_the_file(released, tmp_path):
 
 
 def test_a_failed_release_leaves_the_previous_one_whole(released, monkeypatch):
-    from headlib.train.trainer import load_model
+    from headlib.train import load_model
     _, out, path, _ = released
     before = {p.name: p.read_bytes() for p in path.iterdir()}
     model, bpe, _ = load_model(out / "final.pt")
@@ -103,7 +103,7 @@ def test_a_failed_release_leaves_the_previous_one_whole(released, monkeypatch):
 
 
 def test_weights_that_move_bleu_are_released_in_fp32(smoke_run, tmp_path, monkeypatch):
-    from headlib.train.trainer import load_model
+    from headlib.train import load_model
     _, out = smoke_run
     model, bpe, _ = load_model(out / "final.pt")
     monkeypatch.setattr(release, "MAX_BLEU_SHIFT", -1.0)                 # every shift is too large

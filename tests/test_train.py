@@ -10,7 +10,9 @@ from headlib.config import get_config
 from headlib.data.batching import collate
 from headlib.data.bpe import PAD_ID
 from headlib.nn.model import Transformer
-from headlib.train.trainer import Trainer, average_weights, lr_at, token_loss, train
+from headlib.train import Trainer, train
+from headlib.nn.loss import token_loss
+from headlib.train.trainer import average_weights, lr_at
 
 RESUME = ["train.max_steps=12", "train.eval_every=4", "train.save_every=2", "train.accum=2",
           "data.dev_limit=8", "train.threads=1"]
@@ -195,7 +197,7 @@ def test_average_weights(tmp_path):
 def test_final_evaluation_adds_no_near_copy_snapshot(tmp_path):
     """A run stopped one update after an evaluation: the final weights are evaluated (for best)
     but do not enter the average as a second copy of the last snapshot."""
-    from headlib.train.trainer import finalize
+    from headlib.train import finalize
     cfg = get_config("smoke", ["train.max_steps=9", "train.eval_every=4", "train.average_last=3",
                                "data.dev_limit=8", "train.threads=1"])
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
@@ -295,14 +297,14 @@ def test_a_runs_cache_key_is_its_config_and_the_results_version(monkeypatch):
     """Renaming the package version keeps a run; bumping the results version (code that changes
     numbers) or changing a field retrains it; the thread count changes speed, not results."""
     import headlib
-    from headlib.train.trainer import run_dir
+    from headlib.train import run_dir
     cfg = get_config("cpu")
     name = run_dir(cfg).name
     assert run_dir(get_config("cpu", ["train.threads=1"])).name == name
     assert run_dir(get_config("cpu", ["train.seed=2"])).name != name
     monkeypatch.setattr(headlib, "__version__", "9.9.9")
     assert run_dir(cfg).name == name
-    monkeypatch.setattr("headlib.train.trainer.RESULTS_VERSION", headlib.RESULTS_VERSION + 1)
+    monkeypatch.setattr("headlib.train.runs.RESULTS_VERSION", headlib.RESULTS_VERSION + 1)
     assert run_dir(cfg).name != name
 
 
@@ -337,7 +339,7 @@ def test_a_bad_checkpoint_is_one_line_naming_the_file(tmp_path, smoke_run):
 
     from headlib import RESULTS_VERSION
     from headlib.files import CheckpointError
-    from headlib.train.trainer import load_model
+    from headlib.train import load_model
     cfg, out = smoke_run
     at = lambda path, text: re.escape(f"{path}: {text}")
     with pytest.raises(CheckpointError, match=at(tmp_path / "none.pt", "no trained model")):

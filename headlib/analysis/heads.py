@@ -333,14 +333,6 @@ def short_functions(functions: str) -> str:
 
 
 # -- rare words ---------------------------------------------------------------------------------
-def piece_frequencies(bpe, sentences) -> Counter:
-    """Training-data frequency of every BPE piece id."""
-    freq: Counter = Counter()
-    for ids in bpe.encode_batch(sentences):
-        freq.update(ids)
-    return freq
-
-
 def rare_word_rates(maps: list[torch.Tensor], src_ids: list[list[int]], freq: Counter,
                     exclude_top: int = 500) -> pd.DataFrame:
     """Sec. 5.3: per head, how often its most-attended source token is the rarest token of the

@@ -13,7 +13,7 @@ import torch
 
 from headlib.data.batching import Encoded, collate, make_batches
 from headlib.nn.model import KINDS
-from headlib.train.trainer import token_loss
+from headlib.nn.loss import token_loss
 
 
 def gradient_importance(model, pairs: Encoded, kinds=("enc-self",), max_tokens: int = 4096,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from headlib.analysis.heads import encoder_attention
+from headlib.nn.hooks import hook_names, hooks
 
 
 @dataclass
@@ -41,15 +42,13 @@ class Counts:
 
 @contextmanager
 def edit_attention(model, kinds: str | tuple[str, ...], fn):
-    """Apply fn(weights, layer) to the attention weights of every layer of one kind or several."""
+    """Apply fn(weights, layer) to the attention weights (`hook_weights`) of every layer of one
+    kind or several."""
     kinds = (kinds,) if isinstance(kinds, str) else kinds
-    handles = [a.hook_weights.register_forward_hook(lambda m, i, out, layer=l: fn(out, layer))
-               for kind in kinds for l, a in enumerate(model.attention_modules(kind))]
-    try:
+    edits = {name: (lambda m, i, out, layer=l: fn(out, layer))
+             for kind in kinds for l, name in enumerate(hook_names(model, "hook_weights", kind))}
+    with hooks(model, edits):
         yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def threshold(t: float, counts: Counts | None = None):

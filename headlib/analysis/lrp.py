@@ -34,10 +34,15 @@ from torch import nn
 from headlib.data.batching import pad, source_tensor
 from headlib.data.bpe import BOS_ID, EOS_ID, PAD_ID
 from headlib.nn.decode import greedy
-from headlib.nn.model import MultiHeadAttention
+from headlib.nn.hooks import hook_names, hooks
 
 RULES = ("conservative", "paper")
 EPS = 1e-7   # stabiliser of relevance / activation (the official code's 1e-7)
+
+
+def _layer_norms(model: nn.Module) -> list[str]:
+    """The names of every LayerNorm of `model`."""
+    return [name for name, m in model.named_modules() if isinstance(m, nn.LayerNorm)]
 
 
 def _layer_norm_constant_scale(module: nn.LayerNorm, inputs, output):
@@ -48,21 +53,19 @@ def _layer_norm_constant_scale(module: nn.LayerNorm, inputs, output):
     return (x - mean) / std * module.weight + module.bias
 
 
+def _constant(module, inputs, output):
+    """The same values, held constant for the backward pass (zennit's rules do the same)."""
+    return output.detach()
+
+
 @contextmanager
 def conservative(model: nn.Module):
-    """Inside this block, backward passes hold softmax weights and LayerNorm scales constant."""
-    handles = [m.register_forward_hook(_layer_norm_constant_scale)
-               for m in model.modules() if isinstance(m, nn.LayerNorm)]
-    attns = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
-    for m in attns:
-        m.detach_weights = True
-    try:
+    """Inside this block, backward passes hold softmax weights (every `hook_weights`) and
+    LayerNorm scales constant."""
+    rule = {**dict.fromkeys(_layer_norms(model), _layer_norm_constant_scale),
+            **dict.fromkeys(hook_names(model, "hook_weights"), _constant)}
+    with hooks(model, rule):
         yield
-    finally:
-        for h in handles:
-            h.remove()
-        for m in attns:
-            m.detach_weights = False
 
 
 def _stable(x: torch.Tensor) -> torch.Tensor:
@@ -106,34 +109,26 @@ def _layer_norm_pass_through(module: nn.LayerNorm, inputs, output):
     return _LayerNormPassThrough.apply(inputs[0], output)
 
 
-def _rescale_layer_input(module, args):
-    return (_AbsRescale.apply(args[0]), *args[1:])
+def _rescale_layer_input(module, inputs, output):
+    return _AbsRescale.apply(output)
 
 
 @contextmanager
 def paper_rule(model: nn.Module):
-    """Inside this block, backward passes follow the `paper` rule set (module docstring)."""
-    handles = [m.register_forward_hook(_layer_norm_pass_through)
-               for m in model.modules() if isinstance(m, nn.LayerNorm)]
-    handles += [layer.register_forward_pre_hook(_rescale_layer_input) for layer in [*model.encoder, *model.decoder]]
-    try:
+    """Inside this block, backward passes follow the `paper` rule set (module docstring): the
+    rescaling sits on every encoder and decoder layer's `hook_input`."""
+    rule = {**dict.fromkeys(_layer_norms(model), _layer_norm_pass_through),
+            **dict.fromkeys(hook_names(model, "hook_input"), _rescale_layer_input)}
+    with hooks(model, rule):
         yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 @contextmanager
 def capture_heads(model, kind: str = "enc-self"):
     """Collect the gated head outputs (B, H, T, dh) of every layer of `kind`, in layer order."""
-    layers = model.attention_modules(kind)
     captured: list[torch.Tensor] = []
-    handles = [a.hook_heads.register_forward_hook(lambda m, i, o: captured.append(o)) for a in layers]
-    try:
+    with hooks(model, dict.fromkeys(hook_names(model, "hook_heads", kind), lambda m, i, o: captured.append(o))):
         yield captured
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def top1_logits(logits: torch.Tensor) -> torch.Tensor:
@@ -243,39 +238,30 @@ def head_relevance(model, bpe, sentences, rule: str = "conservative", batch_size
 
 @contextmanager
 def capture_source_input(model):
-    """Make the encoder's input (B, S, D) (scaled embeddings + positions) a leaf that requires
-    grad, and collect it."""
+    """Make the encoder's input (B, S, D) (scaled embeddings + positions, at `encoder.0.hook_input`)
+    a leaf that requires grad, and collect it."""
     captured: list[torch.Tensor] = []
 
-    def hook(module, args):
-        x = args[0].detach().requires_grad_(True)
-        captured.append(x)
-        return (x, *args[1:])
-    handle = model.encoder[0].register_forward_pre_hook(hook)
-    try:
+    def leaf(module, inputs, x):
+        captured.append(x.detach().requires_grad_(True))
+        return captured[-1]
+    with hooks(model, {"encoder.0.hook_input": leaf}):
         yield captured
-    finally:
-        handle.remove()
 
 
 @contextmanager
 def relevance_only_through(model, keep: torch.Tensor | None, kind: str = "enc-self"):
     """Let relevance (the backward pass) flow only through the heads of `kind` where `keep`
-    (layers, heads) is 1; the forward pass is unchanged (the refined LRP of Chen et al. 2024)."""
-    if keep is None:
-        yield
-        return
+    (layers, heads) is 1; the forward pass is unchanged (the refined LRP of Chen et al. 2024).
+    `keep` None: through every head (nothing installed)."""
     def block(layer):
-        def hook(module, inputs, out):
+        def hook(module, inputs, out):                                   # out: (B, H, T, dh)
             m = keep[layer].view(1, -1, 1, 1).to(out)
             return out * m + (out * (1 - m)).detach()
         return hook
-    handles = [a.hook_heads.register_forward_hook(block(l)) for l, a in enumerate(model.attention_modules(kind))]
-    try:
+    names = hook_names(model, "hook_heads", kind) if keep is not None else []
+    with hooks(model, {name: block(l) for l, name in enumerate(names)}):
         yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def source_relevance_batch(model, src, tgt_in, tgt_out, keep: torch.Tensor | None = None) -> torch.Tensor:

@@ -51,7 +51,7 @@ def model_artifact(cfg) -> dict[str, str]:
     clock ("runs/<run>/results.json")."""
     from headlib.train import release
     from headlib.train.records import record_digest, run_record
-    from headlib.train.trainer import run_dir
+    from headlib.train import run_dir
     if (path := release.release_of(cfg)) is not None:
         return {f"{rel(path)}/{release.WEIGHTS}": release.read_card(path)["fingerprint"]}
     record = run_record(cfg)
@@ -97,7 +97,7 @@ def page_model(task: Task) -> dict | None:
         return None
     from headlib.train import release
     from headlib.train.records import run_record
-    from headlib.train.trainer import run_dir
+    from headlib.train import run_dir
     path = release.release_of(task.config())
     record = run_record(task.config()) or {}
     return {"run": record.get("run_dir", run_dir(task.config()).name), "fingerprint": record.get("fingerprint"),
@@ -167,7 +167,7 @@ def estimate(plan: Sequence[tuple[Task, list[str]]], out: Path) -> tuple[float, 
     release nor a finished run, once) at `seconds_per_update`; and a line for each part of it, the
     unmeasured ones included."""
     from headlib.train.release import release_of
-    from headlib.train.trainer import run_dir
+    from headlib.train import run_dir
     total, lines, trained = 0.0, [], set()
     for task, why in plan:
         if not why:

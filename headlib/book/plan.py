@@ -45,10 +45,10 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("05_head_functions", "Sec. 5 — Characterizing heads", after=("04_important_heads",), trains=True),
     Notebook("06_pruning_encoder", "Sec. 6.2 — Pruning the encoder", after=("05_head_functions",), trains=True,
              needs="the Hard Concrete path from the release, its validation lambdas and the from-scratch baselines: "
-                   "python -m headlib.pruning.sweep curve --profile {profile} --pair {pair} --setting encoder, then "
+                   "python -m headlib.pruning curve --profile {profile} --pair {pair} --setting encoder, then "
                    "scratches"),
     Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True,
-             needs="the same for all three attention kinds: python -m headlib.pruning.sweep curve --profile "
+             needs="the same for all three attention kinds: python -m headlib.pruning curve --profile "
                    "{profile} --pair {pair} --setting all, then scratches"),
     Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True,
              needs="Sec. 6.2, then the fine-tuned methods at each head count (Michel et al., DSP, random and top-k "

@@ -106,9 +106,8 @@ def stale_tasks(profile: str, pairs: list[str], seeds: list[int], out: Path, not
 
 def ensure_model(task: Task, train: bool, progress: bool, log: Callable[[str], None]) -> None:
     """The model a page reads, ready: its release, else its run (trained now if `train`)."""
-    from headlib.train import release
-    from headlib.train.trainer import run_dir
-    from headlib.train.trainer import train as train_run
+    from headlib.train import release, run_dir
+    from headlib.train import train as train_run
     cfg = task.config()
     if not task.nb.trains or release.release_of(cfg) is not None or (run_dir(cfg) / "results.json").is_file():
         return

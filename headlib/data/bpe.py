@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
+from collections import Counter
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -91,3 +92,11 @@ def cached_bpe(src, tgt, vocab_size: int, cache_dir: str | Path | None = None) -
     bpe = train_bpe([*src, *tgt], vocab_size)
     bpe.save(path)
     return bpe
+
+
+def piece_frequencies(bpe, sentences) -> Counter:
+    """Training-data frequency of every BPE piece id (rare tokens, Sec. 5.3)."""
+    freq: Counter = Counter()
+    for ids in bpe.encode_batch(sentences):
+        freq.update(ids)
+    return freq

@@ -16,7 +16,9 @@ pruned configuration, or evaluation with hard gates) and `forward` also takes `g
 
 The same modules serve training and analysis: `return_attention=True` also returns the
 attention weights of every layer, shaped (layer, batch, head, query, key). Decoding uses a
-key/value cache (`decode_step`).
+key/value cache (`decode_step`). Analyses read or replace intermediate tensors at named hook points
+(`HookPoint`: each layer's `hook_input`, each attention's `hook_weights` and `hook_heads`) through
+`headlib.nn.hooks`; the model has no switches of its own for them.
 """
 from __future__ import annotations
 
@@ -74,15 +76,15 @@ def dropout(x, p: float, training: bool, masks: str = "float32"):
     return x * (r >= drop - 32768).to(x.dtype) * (65536 / (65536 - drop))
 
 
-def attention(q, k, v, bias, *, dropout_p: float = 0.0, training: bool = False, detach_weights: bool = False,
-              edit=None, dropout_masks: str = "float32"):
+def attention(q, k, v, bias, *, dropout_p: float = 0.0, training: bool = False, edit=None,
+              dropout_masks: str = "float32"):
     """softmax(q k^T / sqrt(d) + bias) v.
 
-    `detach_weights` holds the softmax weights constant for the backward pass (conservative
-    LRP, Ali et al. 2022): the output is then linear in v. `edit`, if given, maps the weights
-    to the weights used (inference-time interventions; see `headlib.analysis.interventions`).
+    `edit`, if given, maps the softmax weights to the weights used, before dropout: a
+    `MultiHeadAttention` passes its `hook_weights`, where analyses replace them (interventions,
+    `headlib.analysis.interventions`) or detach them (conservative LRP, `headlib.analysis.lrp`).
     q: (B, H, Tq, dh); k, v: (B, H, Tk, dh); bias: additive mask broadcastable to (B, H, Tq, Tk).
-    Returns the output (B, H, Tq, dh) and the weights (B, H, Tq, Tk).
+    Returns the output (B, H, Tq, dh) and the weights after `edit` (B, H, Tq, Tk).
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Tq, Tk)
     if bias is not None:
@@ -90,23 +92,22 @@ def attention(q, k, v, bias, *, dropout_p: float = 0.0, training: bool = False, 
     weights = scores.softmax(dim=-1)
     if edit is not None:
         weights = edit(weights)
-    if detach_weights:
-        weights = weights.detach()
     weights_used = dropout(weights, dropout_p, training, dropout_masks)
     return weights_used @ v, weights
 
 
 class HookPoint(nn.Identity):
-    """Identity with a name: analysis code (LRP, gradient importance) hooks here to read or
-    replace a tensor, as in TransformerLens."""
+    """Identity with a name: analysis code (LRP, interventions) hooks here to read or replace a
+    tensor, as in TransformerLens; `headlib.nn.hooks` installs hooks by name. No parameters or
+    buffers, so state dicts are those of a model without them."""
 
 
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, attn_dropout: float = 0.0):
         super().__init__()
         self.hook_heads = HookPoint()         # (B, H, Tq, dh): gated head outputs before W^O
-        self.hook_weights = HookPoint()       # (B, H, Tq, Tk): attention weights after softmax
-        self.detach_weights = False           # conservative LRP: softmax weights held constant
+        self.hook_weights = HookPoint()       # (B, H, Tq, Tk): attention weights after softmax,
+                                              # before dropout and `@ v` (called inside `attention`)
         self.n_heads, self.d_head = n_heads, d_model // n_heads
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model)
@@ -152,8 +153,7 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache["k"], cache["v"] = k, v
         heads, weights = attention(q, k, v, bias, dropout_p=self.attn_dropout, training=self.training,
-                                   detach_weights=self.detach_weights, edit=self.hook_weights,
-                                   dropout_masks=self.dropout_masks)  # (B, H, Tq, dh)
+                                   edit=self.hook_weights, dropout_masks=self.dropout_masks)  # (B, H, Tq, dh)
         if gate is not None:
             heads = heads * gate.to(heads.dtype).view(1, -1, 1, 1)
         heads = self.hook_heads(heads)
@@ -195,12 +195,14 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         pre = cfg.norm == "pre"
+        self.hook_input = HookPoint()         # (B, S, D): the layer's input
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation)
         self.sub_attn = Sublayer(cfg.d_model, cfg.dropout, pre)
         self.sub_ffn = Sublayer(cfg.d_model, cfg.dropout, pre)
 
     def forward(self, x, bias, gate=None, need_weights=False):
+        x = self.hook_input(x)                                               # (B, S, D)
         x, w = self.sub_attn(x, lambda h: self.self_attn(h, None, bias, gate, None, need_weights))
         x, _ = self.sub_ffn(x, lambda h: (self.ffn(h), None))
         return x, w
@@ -210,6 +212,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         pre = cfg.norm == "pre"
+        self.hook_input = HookPoint()         # (B, T, D): the layer's input (T = 1 per decoding step)
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation)
@@ -221,6 +224,7 @@ class DecoderLayer(nn.Module):
                 cache=None, need_weights=False):
         c_self = cache.setdefault("self", {}) if cache is not None else None
         c_cross = cache.setdefault("cross", {}) if cache is not None else None
+        y = self.hook_input(y)                                               # (B, T, D)
         y, w_self = self.sub_self(y, lambda h: self.self_attn(h, None, self_bias, gate_self, c_self, need_weights))
         y, w_cross = self.sub_cross(y, lambda h: self.cross_attn(h, memory, cross_bias, gate_cross, c_cross, need_weights))
         y, _ = self.sub_ffn(y, lambda h: (self.ffn(h), None))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,31 +33,15 @@ from headlib.analysis.heads import confidence, encoder_attention
 from headlib.analysis.importance import keep_top
 from headlib.config import get_config
 from headlib.data.corpora import load_split, main_test_set
-from headlib.files import artifacts_dir, load_checkpoint, torch_save, write_json
+from headlib.files import artifacts_dir, load_checkpoint, write_json
 from headlib.nn.decode import evaluate_bleu
-from headlib.nn.model import Transformer, mask_spec, parse_mask_spec
+from headlib.nn.model import mask_spec, parse_mask_spec
+from headlib.profiles import LotteryConfig
 from headlib.pruning.shrink import encoder_batches, encoder_seconds, shrink, with_masks
-from headlib.pruning.sweep import (canonical_spec, device_name, matched_budget, nearest, points, scratch_config,
-                                   scratch_rows)
+from headlib.pruning.points import (canonical_spec, device_name, matched_budget, nearest, points, scratch_config,
+                                    scratch_rows)
 from headlib.settings import results_dir
-from headlib.train.trainer import Trainer, finalize, load_model, run_dir, trained_model
-
-
-@dataclass(frozen=True)
-class LotteryConfig:
-    k: int = 12                      # encoder heads kept (Hard Concrete's 12-head point, Sec. 6.2)
-    prune_fraction: float = 0.25     # prune after this fraction of the baseline's updates
-    rewind_fraction: float = 0.04    # rewind to this fraction ("late resetting")
-    n_confidence: int = 500          # dev sentences for head confidence
-    eos_mode: str = "exclude-both"   # as in Sec. 4
-
-    def updates(self, total: int) -> tuple[int, int]:
-        """(prune_at, rewind_to) for a baseline of `total` updates."""
-        prune_at, rewind_to = max(round(self.prune_fraction * total), 1), round(self.rewind_fraction * total)
-        if not 0 <= rewind_to < prune_at <= total:
-            raise ValueError(f"LotteryConfig: need 0 <= rewind_fraction < prune_fraction <= 1, got "
-                             f"{self.rewind_fraction} and {self.prune_fraction}")
-        return prune_at, rewind_to
+from headlib.train import Trainer, finalize, load_model, run_dir, start_from, trained_model
 
 
 def point_name(cfg: LotteryConfig, total: int) -> str:
@@ -69,17 +53,6 @@ def confidence_mask(model, bpe, sentences, k: int, eos_mode: str) -> tuple[torch
     """(mask, confidence): the `k` most confident encoder heads over all layers, (layers, heads)."""
     conf = confidence(encoder_attention(model, bpe, sentences), eos_mode)
     return keep_top(conf, k), conf
-
-
-def _rewound(checkpoint: Path, out: Path, masks: dict[str, torch.Tensor], cfg) -> None:
-    """Start run `out` of config `cfg` from `checkpoint`'s whole training state, with `masks`
-    installed and the early run's evaluations (best weights, snapshots) forgotten."""
-    ckpt = load_checkpoint(checkpoint, "rewind checkpoint") | {"config": cfg.to_dict()}
-    for kind, m in masks.items():
-        ckpt["model"][Transformer.mask_buffer_name(kind)] = m.clone()
-    ckpt["state"] |= {"stopped": "", "best_bleu": -1.0, "bad_evals": 0, "snapshots": []}
-    out.mkdir(parents=True, exist_ok=True)
-    torch_save(out / "last.pt", ckpt)
 
 
 def _trainer(cfg, out: Path, progress: bool) -> Trainer:
@@ -115,12 +88,12 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
         early_dir.mkdir(parents=True)
         if rewind_to:
             trainer.fit(stop_after=rewind_to)
-        trainer._save_last()   # rewind_to = 0: the initial weights
+        trainer.save()   # rewind_to = 0: the initial weights
         shutil.copyfile(early_dir / "last.pt", rewind)
     trainer = _trainer(early_cfg, early_dir, progress)
     if trainer.state["step"] < prune_at:
         trainer.fit(stop_after=prune_at)
-        trainer._save_last()
+        trainer.save()
     history = trainer.state["history"]
     early = {"steps": prune_at, "minutes": round(trainer.state["elapsed"] / 60, 2),
              "dev_bleu": history[-1]["dev_bleu"] if history and history[-1]["step"] == prune_at
@@ -133,7 +106,7 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
     ticket_cfg = scratch_config(profile, pair, seed, spec, total)
     ticket_dir = work / "ticket"
     if not (ticket_dir / "last.pt").is_file():
-        _rewound(rewind, ticket_dir, {"enc-self": mask}, ticket_cfg)
+        start_from(rewind, ticket_dir, ticket_cfg, {"enc-self": mask})
     trainer = _trainer(ticket_cfg, ticket_dir, progress)
     if trainer.state["step"] < total:
         trainer.fit()

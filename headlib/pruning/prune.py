@@ -25,36 +25,15 @@ import torch
 
 from headlib.data.batching import batch_stream
 from headlib.files import load_checkpoint, torch_save
+from headlib.nn.loss import token_loss
 from headlib.nn.model import parse_mask_spec
+from headlib.profiles import PruneConfig
 from headlib.pruning.gates import HardConcreteGates
 from headlib.pruning.subset import SubsetGates
-from headlib.train.trainer import Prepared, token_loss
+from headlib.train import Prepared, fine_tune, one_batch_updates
 
 DSP_TAU = (0.1, 1e-8)   # Li et al. (2021)'s temperature endpoints (annealed over 15k updates there); the
                         # Beyond page asks dev whether they beat PruneConfig.tau within our budget
-
-
-@dataclass(frozen=True)
-class PruneConfig:
-    kinds: tuple[str, ...] = ("enc-self",)
-    lam: float = 0.01          # lambda of the expected-L0 penalty (paper scaling: sum over heads)
-    steps: int = 500           # fine-tuning updates (the paper does not publish its step counts)
-    lr: float = 1e-4           # model parameters (constant; the model has converged)
-    gate_lr: float = 0.02      # log_alpha (our choice: gates must be able to close within `steps`)
-    max_tokens: int = 4096
-    seed: int = 1
-    bf16: bool = False         # fp32, as the cpu profile trains (bf16 autocast pays only with AMX or on GPUs)
-    label_smoothing: float = 0.1
-    method: str = "hard-concrete"   # or "dsp" (exactly k heads) or "fixed" (the mask `mask`)
-    k: int = 0                 # dsp: heads kept over the gated kinds
-    tau: tuple[float, float] = (0.1, 1e-3)   # dsp: temperature, annealed log-linearly (DSP: 0.1 -> 1e-8 over 15k steps)
-    logit_lr: float = 0.2      # dsp: the head logits (our choice: at gate_lr's 0.02 they stay within the Gumbel
-                               # noise over 500 updates, `subset.subset_overlap`; the Beyond page shows both)
-    mask: str = ""             # fixed: the head mask, as model.head_mask
-    label: str = ""            # fixed: how the mask was chosen (names the sweep point)
-    fast_kernels: bool = True  # fused loss (headlib.nn.loss) and int16 dropout masks: the same fine-tuning, other
-                               # rounding and dropout draws, faster on CPU (benchmarks/train_throughput.py; points
-                               # written before this field existed, without it in their prune_config, did not use them)
 
 
 @dataclass
@@ -121,28 +100,22 @@ class Pruning:
         self.stream = batch_stream(data.train, cfg.max_tokens, cfg.seed)
 
     def train(self, steps: int, lam: float, progress: bool = False) -> None:
-        """`steps` more updates of L = L_xent + lam * sum_h P(g_h != 0)."""
+        """`steps` more updates of L = L_xent + lam * sum_h P(g_h != 0) (`headlib.train.fine_tune`)."""
         cfg, model, gates = self.cfg, self.model, self.gates
-        todo = range(self.step, self.step + steps)
+        t0, last = time.time(), self.step + steps - 1
+        anneal = (lambda step: gates.anneal(step / max(cfg.steps - 1, 1))) if isinstance(gates, SubsetGates) else None
+        loss = lambda batch: token_loss(model, *batch, cfg.label_smoothing, gates=None if gates is None else gates(),
+                                        fused=cfg.fast_kernels)
+        done = fine_tune(model, self.opt, one_batch_updates(self.stream), loss, steps, start=self.step,
+                         penalty=None if gates is None else gates.penalty, weight=lam, bf16=cfg.bf16, before=anneal)
         if progress:
             from tqdm.auto import tqdm
-            todo = tqdm(todo, desc=f"prune {'+'.join(cfg.kinds)} {cfg.method} lambda={lam} k={cfg.k}", leave=False)
-        t0, last = time.time(), self.step + steps - 1
-        for step in todo:
-            src, tgt_in, tgt_out = (t.to(self.device) for t in next(self.stream))
-            self.opt.zero_grad(set_to_none=True)
-            if isinstance(gates, SubsetGates):
-                gates.anneal(step / max(cfg.steps - 1, 1))
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                loss, ntok = token_loss(model, src, tgt_in, tgt_out, cfg.label_smoothing,
-                                        gates=None if gates is None else gates(), fused=cfg.fast_kernels)
-            xent = loss / ntok
-            penalty = xent.new_zeros(()) if gates is None else gates.penalty()
-            (xent + lam * penalty).backward()
-            self.opt.step()
-            if step % 50 == 0 or step == last:
-                self.history.append({"step": step, "xent": round(xent.item(), 4), **(
-                    {"lam": lam, "expected_open": round(penalty.item(), 2)} if cfg.method == "hard-concrete" else {})})
+            done = tqdm(done, total=steps, desc=f"prune {'+'.join(cfg.kinds)} {cfg.method} lambda={lam} k={cfg.k}",
+                        leave=False)
+        for d in done:
+            if d.step % 50 == 0 or d.step == last:
+                self.history.append({"step": d.step, "xent": round((d.loss / d.tokens).item(), 4), **(
+                    {"lam": lam, "expected_open": round(d.penalty.item(), 2)} if cfg.method == "hard-concrete" else {})})
         self.step += steps
         self.seconds += time.time() - t0
 

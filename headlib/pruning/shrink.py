@@ -44,7 +44,7 @@ class PrunedAttention(MultiHeadAttention):
         super().__init__(full.q_proj.in_features, full.n_heads, full.attn_dropout)
         dh = full.d_head
         rows = torch.tensor([h * dh + j for h in kept for j in range(dh)], dtype=torch.long)
-        self.n_heads, self.d_head, self.detach_weights = len(kept), dh, full.detach_weights
+        self.n_heads, self.d_head = len(kept), dh
         self.register_buffer("kept", torch.tensor(kept, dtype=torch.long), persistent=False)
         self.q_proj, self.k_proj, self.v_proj = (_slice_linear(p, rows=rows) for p in (full.q_proj, full.k_proj, full.v_proj))
         self.out_proj = _slice_linear(full.out_proj, cols=rows)

@@ -21,26 +21,16 @@ from __future__ import annotations
 import copy
 import random
 import time
-from dataclasses import dataclass
 
 import torch
 
 from headlib.data.batching import Encoded, batch_stream
 from headlib.nn.model import KINDS
-from headlib.train.trainer import token_loss
+from headlib.profiles import AdaptConfig
+from headlib.nn.loss import token_loss
+from headlib.train import fine_tune, one_batch_updates
 
 Head = tuple[str, int, int]   # (kind, layer, head), 0-based layer and head
-
-
-@dataclass(frozen=True)
-class AdaptConfig:
-    steps: int = 200              # fine-tuning updates, the same for every way (the chapter's time budget)
-    lr: float = 3e-4              # constant (the model has converged on its own domain)
-    k: int = 14                   # heads updated by `alps` and `random`: 10% of 144 (ALPS)
-    max_tokens: int = 4096
-    seed: int = 1
-    bf16: bool = False            # fp32, as the cpu profile trains (bf16 autocast pays only with AMX or on GPUs)
-    label_smoothing: float = 0.1
 
 
 def all_heads(model) -> list[Head]:
@@ -101,23 +91,20 @@ def finetune(model, train: Encoded, cfg: AdaptConfig, masks: dict[str, torch.Ten
         p.requires_grad_(name in trainable)
     masks = None if masks is None else {n: m.to(dev) for n, m in masks.items()}
     opt = torch.optim.Adam([params[n] for n in trainable], lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
-    stream, history = batch_stream(train, cfg.max_tokens, cfg.seed), []
-    steps = range(cfg.steps)
-    if progress:
-        from tqdm.auto import tqdm
-        steps = tqdm(steps, desc="adapt", leave=False)
-    t0 = time.time()
-    for step in steps:
-        src, tgt_in, tgt_out = (t.to(dev) for t in next(stream))
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-            loss, ntok = token_loss(model, src, tgt_in, tgt_out, cfg.label_smoothing)
-        (loss / ntok).backward()
+
+    def only_masked():   # a frozen entry's gradient is 0, so Adam leaves it as it was
         for name, m in (masks or {}).items():
             params[name].grad.mul_(m)
-        opt.step()
-        if step % 50 == 0 or step == cfg.steps - 1:
-            history.append({"step": step, "xent": round((loss / ntok).item(), 4)})
+    loss = lambda batch: token_loss(model, *batch, cfg.label_smoothing)
+    done = fine_tune(model, opt, one_batch_updates(batch_stream(train, cfg.max_tokens, cfg.seed)), loss, cfg.steps,
+                     bf16=cfg.bf16, after_backward=only_masked)
+    if progress:
+        from tqdm.auto import tqdm
+        done = tqdm(done, total=cfg.steps, desc="adapt", leave=False)
+    t0, history = time.time(), []
+    for d in done:
+        if d.step % 50 == 0 or d.step == cfg.steps - 1:
+            history.append({"step": d.step, "xent": round((d.loss / d.tokens).item(), 4)})
     model.eval()
     for p in model.parameters():
         p.requires_grad_(True)

@@ -28,7 +28,7 @@ from headlib.data.corpora import load_split, main_test_set
 from headlib.files import write_json
 from headlib.settings import results_dir
 from headlib.train.records import model_id, record_digest, run_record
-from headlib.train.trainer import trained_model
+from headlib.train import trained_model
 
 
 def head_profile(model, bpe, sentences, rule: str = "conservative") -> pd.DataFrame:

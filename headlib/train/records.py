@@ -23,7 +23,8 @@ from headlib.data.corpora import main_test_set
 from headlib.nn.model import Transformer
 from headlib.settings import results_dir
 from headlib.train import release
-from headlib.train.trainer import load_model, run_dir, trained_model
+from headlib.train.runs import load_model, run_dir
+from headlib.train.trainer import trained_model
 
 
 def seeds_in(pair_dir: Path, name: str) -> list[int]:

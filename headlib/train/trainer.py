@@ -25,66 +25,27 @@ import math
 import os
 import random
 import time
-from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from headlib import RESULTS_VERSION, __version__
-from headlib.analysis.heads import head_statistics, piece_frequencies
-from headlib.config import SPEED_ONLY, Config, ModelConfig
-from headlib.data.batching import Encoded, collate, epoch_order, make_batches
-from headlib.data.bpe import BPE, PAD_ID, cached_bpe
-from headlib.data.corpora import Corpus, load_split, test_sets
-from headlib.files import CheckpointError, artifacts_dir, first_line, load_checkpoint, torch_save, write_json
+from headlib.analysis.heads import head_statistics
+from headlib.config import SPEED_ONLY, Config
+from headlib.data.batching import collate, epoch_order, make_batches
+from headlib.data.bpe import BPE
+from headlib.data.corpora import load_split, test_sets
+from headlib.files import load_checkpoint, torch_save, write_json
 from headlib.nn.decode import evaluate_bleu
-from headlib.nn.loss import linear_cross_entropy, reference_cross_entropy
+from headlib.nn.loss import token_loss
 from headlib.nn.model import Transformer
 from headlib.train import pretrained, release
+from headlib.train.loop import Update, fine_tune
 from headlib.train.machine import device, machine
-
-
-@dataclass
-class Prepared:
-    bpe: BPE
-    train: Encoded
-    dev: Corpus
-    src_freq: Counter   # training frequency of each source piece (rare-token rates, Sec. 5.3)
-
-
-def prepare_data(cfg: Config) -> Prepared:
-    """The pair's training pairs as ids (and its dev pairs, its tokenizer, the source pieces'
-    frequencies): with the joint BPE learned on them, or the model's own tokenizer where it has a
-    release or was imported (the pretrained profile, whose model must have been imported first)."""
-    train = load_split(cfg.data.pair, "train").head(cfg.data.train_limit)
-    dev = load_split(cfg.data.pair, "dev").head(cfg.data.dev_limit)
-    bpe = (model_tokenizer(cfg) if cfg.profile == pretrained.PROFILE or release.release_of(cfg) else
-           cached_bpe(train.src, train.tgt, cfg.data.bpe_vocab))
-    return Prepared(bpe, encode_corpus(bpe, train, cfg.data.max_len), dev, piece_frequencies(bpe, train.src))
-
-
-def encode_corpus(bpe: BPE, corpus: Corpus, max_len: int) -> Encoded:
-    """The pairs of `corpus` as BPE ids, without pairs that have a side longer than `max_len`."""
-    src, tgt = bpe.encode_batch(corpus.src), bpe.encode_targets(corpus.tgt)
-    keep = [i for i in range(len(src)) if 0 < len(src[i]) <= max_len and 0 < len(tgt[i]) <= max_len]
-    return Encoded([src[i] for i in keep], [tgt[i] for i in keep])
-
-
-def run_dir(cfg: Config) -> Path:
-    """A run's directory, keyed by its config and the results version (and an imported model's source)."""
-    imported = cfg.profile == pretrained.PROFILE
-    key = f"results-v{RESULTS_VERSION}" + (f" from {pretrained.source(cfg.data.pair)}" if imported else "")
-    return artifacts_dir() / "runs" / f"{cfg.data.pair}-{cfg.profile}-{cfg.digest(key)}"
-
-
-def initial_model(cfg: Config, vocab_size: int, keep_rng: bool = False) -> Transformer:
-    """A run's model before its first update: the config's architecture initialised from its seed
-    (the global RNG is seeded, as training needs it to be; `keep_rng`: restored afterwards)."""
-    with torch.random.fork_rng(enabled=keep_rng):
-        torch.manual_seed(cfg.train.seed)
-        return Transformer(cfg.model, vocab_size)
+from headlib.train.prepared import prepare_data
+from headlib.train.runs import initial_model, load_model, run_dir
 
 
 def lr_at(step: int, cfg: Config) -> float:
@@ -100,20 +61,6 @@ def lr_at(step: int, cfg: Config) -> float:
 
 def autocast(cfg: Config, dev: torch.device):
     return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.train.bf16)
-
-
-def token_loss(model, src, tgt_in, tgt_out, label_smoothing: float, gates=None, fused: bool = False):
-    """Summed label-smoothed cross-entropy over non-pad target tokens, and their count.
-
-    The output projection is applied only at non-pad positions; `fused`: together with the
-    cross-entropy, chunk by chunk (`headlib.nn.loss`: the same function, faster on CPU).
-    """
-    hidden = model(src, tgt_in, gates, hidden_only=True)                # (B, T, D)
-    keep = tgt_out.ne(PAD_ID)
-    out = getattr(model, "module", model)                              # the model inside a DDP wrapper
-    loss_fn = linear_cross_entropy if fused else reference_cross_entropy
-    loss = loss_fn(hidden[keep], out.tgt_embed.weight, out.out_bias, tgt_out[keep], label_smoothing)
-    return loss, int(keep.sum())
 
 
 def average_weights(paths: list[Path]) -> dict:
@@ -148,7 +95,8 @@ class Trainer:
             self._load(self.out / "last.pt")
 
     # -- checkpoints --------------------------------------------------------------------------
-    def _save_last(self):
+    def save(self) -> None:
+        """`last.pt`: the whole training state, from which `fit` goes on (rank 0 writes it)."""
         if self.rank == 0:
             torch_save(self.out / "last.pt", {
                 "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
@@ -165,39 +113,28 @@ class Trainer:
         random.setstate(ckpt["rng"]["python"])
 
     # -- loop ---------------------------------------------------------------------------------
-    def _update(self, group: list[int]) -> tuple[float, int]:
-        """One optimizer update over the micro-batches `group` (split across ranks)."""
-        cfg, data = self.cfg, self.data.train
-        lr = lr_at(self.state["step"] + 1, cfg)
-        for g in self.opt.param_groups:
-            g["lr"] = lr
-        total = sum(len(data.tgt[i]) + 1 for b in group for i in self.batches[b])  # whole update
-        mine = group[self.rank::self.world]
-        self.opt.zero_grad(set_to_none=True)
-        loss_sum = 0.0
-        for j, b in enumerate(mine):
-            src, tgt_in, tgt_out = (t.to(self.dev) for t in collate(data, self.batches[b]))
-            sync = j == len(mine) - 1 or self.world == 1
-            ctx = contextlib.nullcontext() if sync else self.net.no_sync()
-            with ctx:
-                with autocast(cfg, self.dev):
-                    loss = self._loss(src, tgt_in, tgt_out)
-                (loss * self.world / total).backward()
-            loss_sum += loss.item()
-        if cfg.train.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.train.clip_norm)
-        self.opt.step()
-        return loss_sum, total
-
-    def _loss(self, src, tgt_in, tgt_out):
+    def _loss(self, batch):
         # Through self.net: DDP's gradient hooks fire only through the wrapper's forward.
-        return token_loss(self.net, src, tgt_in, tgt_out, self.cfg.train.label_smoothing,
-                          fused=self.cfg.train.fused_loss)[0]
+        return token_loss(self.net, *batch, self.cfg.train.label_smoothing, fused=self.cfg.train.fused_loss)
 
     def _groups(self, epoch: int) -> list[list[int]]:
+        """The batches of each update of `epoch`: `accum * world` of them, in the epoch's order."""
         n = self.cfg.train.accum * self.world
         order = epoch_order(len(self.batches), self.cfg.train.seed, epoch)
         return [order[i:i + n] for i in range(0, len(order) - n + 1, n)]
+
+    def _updates(self) -> Iterator[Update]:
+        """The run's updates from its saved position (epoch, pos) on, epoch after epoch: this rank's
+        share of each group of batches and the target tokens of all of it. The position itself
+        moves in `_after_update`."""
+        s, data = self.state, self.data.train
+        while True:
+            groups = self._groups(s["epoch"])
+            while s["pos"] < len(groups):
+                group = groups[s["pos"]]
+                yield Update([collate(data, self.batches[b]) for b in group[self.rank::self.world]],
+                             sum(len(data.tgt[i]) + 1 for b in group for i in self.batches[b]))
+            s["epoch"] += 1; s["pos"] = 0
 
     def _evaluate(self, snapshot: bool = True):
         s, cfg = self.state, self.cfg
@@ -237,40 +174,51 @@ class Trainer:
             reason = reason or ("rank 0" if flag.item() else "")
         return reason
 
-    def _step(self, group: list[int], t0: float, progress: "Progress | None") -> None:
-        """One update, then what follows it: the counters, a dev evaluation every `eval_every`
-        updates (rank 0), the stop decision, `last.pt` every `save_every` updates and at the end."""
+    def _after_update(self, tokens: int, t0: float) -> None:
+        """What follows an update: the counters, a dev evaluation every `eval_every` updates
+        (rank 0), the stop decision, `last.pt` every `save_every` updates and at the end."""
         s, t = self.state, self.cfg.train
-        loss, ntok = self._update(group)
-        s["step"] += 1; s["pos"] += 1; s["tokens"] += ntok
+        s["step"] += 1; s["pos"] += 1; s["tokens"] += tokens
         s["elapsed"] = time.time() - t0
         if s["step"] % t.eval_every == 0 and self.rank == 0:
             self._evaluate()
         s["stopped"] = self._stop_reason()
         if s["step"] % (t.save_every or t.eval_every) == 0 or s["stopped"]:
-            self._save_last()
-        if progress is not None:
-            progress.update(s, loss, ntok)
+            self.save()
 
     def fit(self, stop_after: int | None = None) -> dict:
         """Train until max_steps / early stopping (or a user's max_minutes), epoch by epoch from the
-        saved position. `stop_after` simulates a crash after that many updates (for the resume
-        test): it returns without finishing the run."""
-        s = self.state
+        saved position, through `headlib.train.loop.fine_tune`. `stop_after`: return after that
+        many updates without finishing the run (a phase of the lottery; a crash in the resume test)."""
+        s, t = self.state, self.cfg.train
         self.out.mkdir(parents=True, exist_ok=True)
         self.model.train()
+        if s["stopped"]:
+            return s
         t0 = time.time() - s["elapsed"]
         shown = self.progress and self.rank == 0
         with Progress(self.cfg, s["step"]) if shown else contextlib.nullcontext() as progress:
-            while not s["stopped"]:
-                groups = self._groups(s["epoch"])
-                while s["pos"] < len(groups) and not s["stopped"]:
-                    self._step(groups[s["pos"]], t0, progress)
-                    if stop_after is not None and s["step"] >= stop_after:
-                        return s
-                if not s["stopped"]:
-                    s["epoch"] += 1; s["pos"] = 0
+            for done in fine_tune(self.model, self.opt, self._updates(), self._loss, max(t.max_steps - s["step"], 1),
+                                  start=s["step"], lr=lambda step: lr_at(step + 1, self.cfg), clip_norm=t.clip_norm,
+                                  bf16=t.bf16, world=self.world, no_sync=self.net.no_sync if self.world > 1 else None):
+                self._after_update(done.tokens, t0)
+                if progress is not None:
+                    progress.update(s, float(done.loss), done.tokens)
+                if s["stopped"] or (stop_after is not None and s["step"] >= stop_after):
+                    break
         return s
+
+
+def start_from(checkpoint: Path, out: Path, cfg: Config, masks: dict[str, torch.Tensor]) -> None:
+    """Make `out` a run of `cfg` that goes on from `checkpoint`'s whole training state (weights,
+    optimizer, step, data position, RNG) with the head `masks` installed, the earlier run's
+    evaluations (best weights, snapshots) and its stop forgotten: the lottery ticket's rewind."""
+    ckpt = load_checkpoint(checkpoint, "rewind checkpoint") | {"config": cfg.to_dict()}
+    for kind, m in masks.items():
+        ckpt["model"][Transformer.mask_buffer_name(kind)] = m.clone()
+    ckpt["state"] |= {"stopped": "", "best_bleu": -1.0, "bad_evals": 0, "snapshots": []}
+    out.mkdir(parents=True, exist_ok=True)
+    torch_save(out / "last.pt", ckpt)
 
 
 class Progress:
@@ -357,38 +305,6 @@ def train(cfg: Config, progress: bool = True) -> dict:
     if trainer.rank != 0:
         return {}
     return finalize(trainer)
-
-
-def load_model(path: str | Path, map_location="cpu", user_file: bool = False) -> tuple[Transformer, BPE, dict]:
-    """The final model of a run (its `final.pt`, beside `bpe.json`, or an imported model's
-    tokenizer), in eval mode; `user_file`: a path the user named (`load_checkpoint`)."""
-    path = Path(path)
-    ckpt = load_checkpoint(path, "trained model", map_location=map_location, user_file=user_file)
-    try:
-        model = Transformer(ModelConfig(**ckpt["config"]["model"]), ckpt["vocab_size"])
-        model.load_state_dict(ckpt["model"])
-    except (KeyError, TypeError, RuntimeError) as e:   # another layout: saved by other code
-        version = ckpt.get("version", "?") if isinstance(ckpt, dict) else "?"
-        raise CheckpointError(f"{path}: not a trained model of this headlib (saved by version {version}): "
-                              f"{first_line(e)}") from None
-    model.eval()
-    return model, run_tokenizer(path.parent), ckpt
-
-
-def model_tokenizer(cfg: Config) -> BPE | pretrained.MarianTokenizerAdapter:
-    """The tokenizer of a config's model: its release's, else its run's (`run_tokenizer`)."""
-    if (path := release.release_of(cfg)) is not None:
-        return BPE.load(path / release.TOKENIZER)
-    return run_tokenizer(run_dir(cfg))
-
-
-def run_tokenizer(run: Path) -> BPE | pretrained.MarianTokenizerAdapter:
-    """A run's tokenizer: its joint BPE (`bpe.json`), or an imported model's own (`tokenizer/`)."""
-    if (run / "tokenizer").is_dir():
-        return pretrained.tokenizer_of(run)
-    if not (run / "bpe.json").is_file():
-        raise CheckpointError(f"{run}: no tokenizer beside the model (bpe.json, or tokenizer/ for an imported model)")
-    return BPE.load(run / "bpe.json")
 
 
 def trained_model(profile: str = "cpu", pair: str = "en-de", seed: int = 1, overrides=()) -> tuple[Transformer, BPE, dict]:

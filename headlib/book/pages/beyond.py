@@ -15,16 +15,18 @@ import torch
 from headlib.analysis.importance import (bleu_without_retraining, gradient_importance, keep_top, michel_schedule,
                                         random_mask)
 from headlib.claims import not_assessable
-from headlib.config import get_config, grids
+from headlib.config import get_config
+from headlib.profiles import grids
 from headlib.data.batching import Encoded
 from headlib.data.corpora import Corpus, load_split, main_test_set
 from headlib.pruning.prune import DSP_TAU, PruneConfig
 from headlib.pruning.subset import OVERLAP_DRAWS, subset_overlap
-from headlib.pruning.sweep import (METHOD_ORDER, choice_of_heads_verdict, dev_choice, dev_choice_note,
-                                   method_comparison, method_gaps, points, prune_point, scratch_rows)
+from headlib.pruning.points import points, prune_point, scratch_rows
+from headlib.pruning.readout import (METHOD_ORDER, choice_of_heads_verdict, dev_choice, dev_choice_note,
+                                     method_comparison, method_gaps)
 from headlib.settings import results_dir
 from headlib.tables import read_table
-from headlib.train.trainer import Prepared, prepare_data, trained_model
+from headlib.train import Prepared, prepare_data, trained_model
 
 
 def _ints(text: str, default) -> list[int]:

@@ -10,7 +10,7 @@ from headlib.book.keys import page_runs
 from headlib.book.plan import NOTEBOOKS, default_out
 from headlib.claims import VERDICT_KEYS, claims_table, other_models_note, verdicts
 from headlib.config import get_config
-from headlib.train.trainer import run_dir
+from headlib.train import run_dir
 
 
 def own_run(profile: str, pair: str, seed: int) -> str:
@@ -60,7 +60,7 @@ def pending_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame
     """What the study still lacks (Markdown-ready rows: what, and what it needs): this unit's pages
     not in the book `out`, then the profile's other units (`Grids.units`) without a release."""
     from headlib.book.plan import planned
-    from headlib.config import grids
+    from headlib.profiles import grids
     from headlib.train.release import release_dir
     fill = {"profile": profile, "pair": pair, "seed": seed}
     rows = [{"unit": f"{task.nb.caption} ({task.pair}, seed {task.seed})", "needs": task.nb.needs.format(**fill)}

@@ -17,16 +17,17 @@ from scipy.stats import spearmanr
 from headlib.analysis.heads import short_functions
 from headlib.book.pages import OTHER_MODELS, other_models, other_models_note
 from headlib.claims import PAPER_TOLERANCE, TOLERANCE, fewest_heads_within, not_assessable
-from headlib.config import get_config, grids
+from headlib.config import get_config
+from headlib.profiles import grids
 from headlib.nn.model import KINDS
-from headlib.pruning.sweep import (SETTINGS, encoder_first_cross_last, enrichment, full_point, kind_mask,
-                                   mean_open_layer, pruned_vs_scratch, pruning_curve, pruning_order, scratch_plan,
-                                   scratch_point, scratch_table, survival, sweep_table, validate_curve,
-                                   validation_lambdas)
+from headlib.pruning.points import (SETTINGS, full_point, kind_mask, pruning_curve, scratch_plan, scratch_point,
+                                    validate_curve, validation_lambdas)
+from headlib.pruning.readout import (encoder_first_cross_last, enrichment, mean_open_layer, pruned_vs_scratch,
+                                     pruning_order, scratch_table, survival, sweep_table)
 from headlib.settings import results_dir
 from headlib.train.records import recorded_model
 from headlib.train import pretrained
-from headlib.train.trainer import prepare_data
+from headlib.train import prepare_data
 
 PREFIX = {"encoder": "sec6", "all": "sec63"}
 DATA_NOTE = ("**This model was imported, not trained here** (the `pretrained` profile): it is fine-tuned with gates "

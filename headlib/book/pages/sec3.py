@@ -464,7 +464,7 @@ def train_and_record(configs: dict, profile: str, seed: int) -> dict[str, dict]:
     from headlib.settings import results_dir
     from headlib.train.records import run_record
     from headlib.train.release import release_of
-    from headlib.train.trainer import train
+    from headlib.train import train
     results = {pair: run_record(cfg) if release_of(cfg) else train(cfg, progress=False)
                for pair, cfg in configs.items()}
     for pair, r in results.items():
@@ -504,6 +504,6 @@ def per_pair(table, results: dict[str, dict]) -> pd.DataFrame:
 def corpus_tables(configs: dict) -> pd.DataFrame:
     """`corpus_stats` of every pair, with the tokenizer of its model (its release's or run's BPE, or an
     imported model's)."""
-    from headlib.train.trainer import model_tokenizer
+    from headlib.train import model_tokenizer
     return pd.concat([corpus_stats(pair, model_tokenizer(cfg)) for pair, cfg in configs.items()],
                      ignore_index=True)

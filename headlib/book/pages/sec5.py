@@ -13,8 +13,9 @@ import pandas as pd
 
 from headlib.analysis.heads import (NULL_TABLES, RARE_MARGIN, emergence_rate, emergence_summary,
                                     encoder_attention, function_tables, heads_over_training, parse_conllu, parse_spacy,
-                                    parser_agreement, piece_frequencies, positional_heads, rare_word_rates,
+                                    parser_agreement, positional_heads, rare_word_rates,
                                     syntactic_accuracy, syntactic_heads)
+from headlib.data.bpe import piece_frequencies
 from headlib.data.corpora import data_root, load_split
 
 IMPORTANCE = ["layer", "head", "relevance", "rank_in_layer"]   # what the tables take from head_importance.csv
@@ -98,7 +99,7 @@ def initial_model_tables(run: dict, bpe, sentences: list[str], parsed, eos_mode:
     the null for taking the best of 48 heads) and the values the prose cites: its best head's share
     at one offset other than 0, its syntactic relation-directions, its best layer-1 rarest-token rate."""
     from headlib.config import Config
-    from headlib.train.trainer import initial_model
+    from headlib.train import initial_model
     model = initial_model(Config.from_dict(run["config"]), bpe.vocab_size, keep_rng=True).eval()
     freq = piece_frequencies(bpe, load_split(pair, "train").src)
     pos, best, rates = function_tables(model, bpe, sentences, parsed, freq, eos_mode, margin)

@@ -1,0 +1,342 @@
+"""Pruning sweeps (Sec. 6), the computation: one Hard Concrete fine-tuning per lambda (or the
+continuation path through the lambdas), the BLEU of the hard-masked model, and the "from scratch"
+baselines trained with a pruned configuration's fixed mask. The pages' tables and verdicts on these
+points are `headlib.pruning.readout`; the command line is `python -m headlib.pruning`.
+
+Every point is one JSON file under `<results_dir>/pruning/` (written atomically), so a sweep
+resumes where it stopped, several processes can share one sweep (one lambda each), and the book
+reads finished points without recomputing them. A point records the device it ran on.
+
+    full.json                           the unpruned model, evaluated like the points
+    enc-self-lam0.01-s500.json          one fine-tuning (kinds, lambda, steps) and its masks
+    enc-self-dsp-k12-s500.json          one exactly-k (DSP) fine-tuning
+    enc-self-random-s1-k12-s500.json    one fine-tuning with a fixed mask (random-s<seed>, lrp, ...)
+    enc-self-path-s100.json             a continuation path: its lambdas and a point per lambda
+    scratch-<digest>.json               a from-scratch run with a fixed mask (its training results)
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from headlib.analysis.importance import keep_top, random_mask
+from headlib.config import get_config
+from headlib.profiles import Grids, grids
+from headlib.data.corpora import load_split, main_test_set
+from headlib.files import artifacts_dir, write_json
+from headlib.nn.decode import evaluate_bleu, paired_bootstrap, score, translate
+from headlib.nn.model import KINDS, mask_spec, parse_mask_spec
+from headlib.pruning.prune import PruneConfig, prune, prune_path, saved_path
+from headlib.train.records import weights
+from headlib.train import Prepared, train
+
+
+def device_name() -> str:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
+
+def point_name(cfg: PruneConfig) -> str:
+    kinds = "+".join(cfg.kinds)
+    if cfg.method == "dsp":
+        tau = "" if cfg.tau == PruneConfig.tau else f"-tau{cfg.tau[0]:g}-{cfg.tau[1]:g}"
+        return f"{kinds}-dsp-k{cfg.k}-lr{cfg.logit_lr:g}{tau}-s{cfg.steps}.json"
+    if cfg.method == "fixed":
+        return f"{kinds}-{cfg.label}-k{cfg.mask.count('1')}-s{cfg.steps}.json"
+    return f"{kinds}-lam{cfg.lam:g}-s{cfg.steps}.json"
+
+
+def _read(path: Path, fingerprint: str | None = None) -> dict | None:
+    """A cached point; None if there is none or (given the model's `fingerprint`) it was computed
+    from another model (a retrained baseline), which is then recomputed."""
+    if not path.is_file():
+        return None
+    row = json.loads(path.read_text())
+    if fingerprint is not None and row.get("model") != fingerprint:
+        print(f"{path}: computed from model {row.get('model')}, not {fingerprint}: recomputing", flush=True)
+        return None
+    return row
+
+
+def evaluate_masked(model, data: Prepared, pair: str, len_alpha: float, beam: int,
+                    dev_hypotheses: bool = False) -> dict:
+    """Dev greedy and main-test greedy + beam BLEU of `model` as it is (its head masks fixed), and
+    if asked the dev translations (for a paired bootstrap against another point); with the
+    minutes the scoring took (a phase of the study's time)."""
+    t0, test = time.time(), load_split(pair, main_test_set(pair))
+    dev = translate(model, data.bpe, data.dev.src)
+    return {"dev_greedy": score(dev, list(data.dev.tgt))["bleu"],
+            "test_greedy": evaluate_bleu(model, data.bpe, test)["bleu"],
+            "test_beam": evaluate_bleu(model, data.bpe, test, beam, len_alpha)["bleu"],
+            "test_set": test.name, "beam": beam, "len_alpha": len_alpha,
+            **({"dev_hypotheses": dev} if dev_hypotheses else {}), "score_minutes": round((time.time() - t0) / 60, 2)}
+
+
+def counts(model) -> dict:
+    """Retained heads per kind, in total and per layer."""
+    return {"retained": {k: int(model.head_mask(k).sum()) for k in model.layer_counts()},
+            "per_layer": {k: model.head_mask(k).sum(1).int().tolist() for k in model.layer_counts()},
+            "mask": mask_spec({k: model.head_mask(k) for k in model.layer_counts()})}
+
+
+def full_point(model, data: Prepared, pair: str, len_alpha: float, beam: int, out: Path) -> dict:
+    """The unpruned model scored on this device, the reference every point is compared with."""
+    path, fingerprint = out / "full.json", model.fingerprint()
+    if (row := _read(path, fingerprint)) is None:
+        model = weights(model)
+        row = {"kinds": [], "lam": None, **counts(model), "model": fingerprint,
+               **evaluate_masked(model, data, pair, len_alpha, beam), "device": device_name()}
+        write_json(path, row)
+    return row
+
+
+def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: float, beam: int,
+                out: Path, progress: bool = False, dev_hypotheses: bool = False) -> dict:
+    """Fine-tune with gates (at one lambda, or exactly k for DSP) or with a fixed mask, fix the
+    gates to 0/1, score with the hard mask (no fine-tuning after fixing); with `dev_hypotheses`
+    the row keeps the dev translations (a stored row without them is recomputed)."""
+    path, fingerprint = out / point_name(cfg), model.fingerprint()
+    if (row := _read(path, fingerprint)) is not None:
+        settings = json.loads(json.dumps(dataclasses.asdict(cfg)))   # as the row records them (lists, not tuples)
+        differ = [k for k, v in row.get("prune_config", {}).items() if k in settings and settings[k] != v]
+        if differ:
+            raise ValueError(f"{path} was computed with other settings ({', '.join(differ)}) under the same name; "
+                             "remove it to recompute")
+    if row is not None and dev_hypotheses and "dev_hypotheses" not in row:
+        row = None
+    if row is not None and cfg.method == "fixed":
+        wanted = parse_mask_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
+        if any(not torch.equal(kind_mask(row, k), m) for k, m in wanted.items()):
+            raise ValueError(f"{path} holds another mask than {cfg.mask!r} under the same label; remove it to recompute")
+    if row is None:
+        pruned, result = prune(weights(model), data, cfg, progress)
+        scores = {"hard-concrete": "log_alpha", "dsp": "logits"}.get(cfg.method)
+        row = {"kinds": list(cfg.kinds), "lam": cfg.lam, "method": cfg.method, "label": cfg.label or cfg.method,
+               "model": fingerprint, **counts(pruned),
+               **evaluate_masked(pruned, data, pair, len_alpha, beam, dev_hypotheses),
+               **({scores: {k: a.tolist() for k, a in result.scores.items()}} if scores else {}),
+               "prune_minutes": result.minutes, "history": result.history,
+               "prune_config": dataclasses.asdict(cfg), "device": device_name()}
+        write_json(path, row)
+    return row
+
+
+def path_name(cfg: PruneConfig) -> str:
+    return f"{'+'.join(cfg.kinds)}-path-s{cfg.steps}.json"
+
+
+def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair: str, len_alpha: float,
+                beam: int, out: Path, progress: bool = False) -> list[dict]:
+    """The continuation path (`prune.prune_path`): `cfg.steps` updates at each lambda of `lams`, in
+    order, each point scored as `prune_point` scores one, with `path_updates` (the path's updates
+    up to it) and its dev translations. Written to out/`path_name` after every point; a finished
+    path of the same lambdas, settings and model is read back. An unfinished one resumes from its
+    checkpoint under artifacts/ (`path_checkpoint`) when that is on this machine, else starts again."""
+    path, fingerprint = out / path_name(cfg), model.fingerprint()
+    settings = json.loads(json.dumps(dataclasses.asdict(cfg)))
+    stored = _read(path, fingerprint)
+    if stored is not None and stored["lams"] == list(lams) and stored["prune_config"] == settings:
+        if stored["finished"]:
+            return stored["points"]
+    else:
+        stored = None
+    checkpoint = path_checkpoint(fingerprint, cfg)
+    resume = saved_path(checkpoint, fingerprint, cfg, lams)
+    rows = stored["points"][:len(resume["lams"])] if stored and resume else []
+    if resume and len(rows) < len(resume["lams"]):   # a checkpoint without its points: start again
+        checkpoint.unlink()
+        resume = None
+    print(f"{path}: resuming after lambda {resume['lams'][-1]:g}" if resume else f"{path}: computing", flush=True)
+    for i, (lam, pruned, result) in enumerate(prune_path(weights(model), data, cfg, lams, progress, checkpoint,
+                                                         resume), len(rows) + 1):
+        rows.append({"kinds": list(cfg.kinds), "lam": lam, "method": "hard-concrete", "label": "path",
+                     "model": fingerprint, "path_updates": i * cfg.steps, **counts(pruned),
+                     **evaluate_masked(pruned, data, pair, len_alpha, beam, dev_hypotheses=True),
+                     "log_alpha": {k: a.tolist() for k, a in result.scores.items()},
+                     "prune_minutes": result.minutes, "device": device_name()})
+        write_json(path, {"lams": list(lams), "model": fingerprint, "prune_config": settings,
+                          "finished": i == len(lams), "points": rows})
+    checkpoint.unlink(missing_ok=True)
+    return rows
+
+
+def path_checkpoint(fingerprint: str, cfg: PruneConfig) -> Path:
+    """Where an unfinished path of model `fingerprint` keeps its fine-tuning state (not committed)."""
+    return artifacts_dir() / "pruning" / fingerprint / path_name(cfg).replace(".json", ".pt")
+
+
+def path_validation(path_rows: list[dict], independent: list[dict], refs: list[str], heads_tolerance: int = 2,
+                    curve_lams: int | None = None) -> dict:
+    """The continuation path against independent fine-tunings at the same lambdas (Sec. 6 at a
+    fraction of the cost): per lambda the heads each retained (they agree within
+    `heads_tolerance`) and a paired bootstrap on dev of the path's translations against the
+    independent point's (the path agrees when its BLEU lies in the independent point's 95%
+    interval). `update_ratio`: the path's updates over those of independent fine-tunings at each
+    of its `curve_lams` lambdas (default: the path's lambdas)."""
+    by_lam = {r["lam"]: r for r in path_rows}
+    rows = []
+    for ind in sorted(independent, key=lambda r: r["lam"]):
+        if ind["lam"] not in by_lam:
+            raise ValueError(f"path_validation: lambda {ind['lam']} is not on the path ({sorted(by_lam)})")
+        cheap = by_lam[ind["lam"]]
+        heads, heads_path = (sum(r["retained"][k] for k in r["kinds"]) for r in (ind, cheap))
+        boot = paired_bootstrap(ind["dev_hypotheses"], cheap["dev_hypotheses"], refs)
+        rows.append({"lam": ind["lam"], "heads_independent": heads, "heads_path": heads_path,
+                     "heads_agree": abs(heads - heads_path) <= heads_tolerance,
+                     "dev_independent": boot["baseline_bleu"], "dev_independent_ci": boot["baseline_ci"],
+                     "dev_path": boot["system_bleu"], "p_value": boot["p_value"], "bleu_agrees": boot["within"],
+                     "test_beam_independent": ind["test_beam"], "test_beam_path": cheap["test_beam"],
+                     "updates_independent": ind["prune_config"]["steps"], "updates_path": cheap["path_updates"]})
+    path_updates = max(r["path_updates"] for r in path_rows)
+    independent_updates = (curve_lams or len(path_rows)) * independent[0]["prune_config"]["steps"]
+    return {"points": rows, "path_updates": path_updates, "independent_updates": independent_updates,
+            "update_ratio": round(path_updates / independent_updates, 4),
+            "agrees": bool(rows) and all(r["heads_agree"] and r["bleu_agrees"] for r in rows)}
+
+
+def pruning_curve(model, data: Prepared, kinds: tuple[str, ...], lams: list[float], steps: int, seed: int,
+                  pair: str, len_alpha: float, beam: int, out: Path, method: str = "path",
+                  progress: bool = False, path_share: int = Grids.path_share) -> list[dict]:
+    """The BLEU-vs-heads points of one pruning setting (Sec. 6), by lambda. "path": the
+    continuation path, `steps // path_share` updates at each lambda (`path_points`); "independent":
+    one fine-tuning of `steps` updates per lambda from the converged model (`prune_point`, the
+    paper's way)."""
+    if method == "independent":
+        return [prune_point(model, data, PruneConfig(kinds=kinds, lam=lam, steps=steps, seed=seed), pair,
+                            len_alpha, beam, out, progress) for lam in lams]
+    if method != "path":
+        raise ValueError(f"pruning_curve: method must be 'path' or 'independent', got {method!r}")
+    return path_points(model, data, PruneConfig(kinds=kinds, steps=max(1, steps // path_share), seed=seed),
+                       lams, pair, len_alpha, beam, out, progress)
+
+
+# Sec. 6's pruning settings and the kinds each gates: the encoder's self-attention with the decoder
+# frozen (Sec. 6.2), all three kinds (Sec. 6.3). Their grids are the profile's (`headlib.config.Grids`).
+SETTINGS = {"encoder": ("enc-self",), "all": KINDS}
+
+
+def lambda_grid(profile: str, setting: str) -> list[float]:
+    return list(grids(profile).lambdas(setting))
+
+
+def independent_steps(profile: str) -> int:
+    """Updates of one independent fine-tuning (the path spends a `Grids.path_share`th of it per lambda)."""
+    return grids(profile).finetune_steps
+
+
+def scratch_head_counts(profile: str, setting: str) -> list[int]:
+    return list(grids(profile).scratch_heads(setting))
+
+
+def scratch_plan(rows: list[dict], heads: list[int], baseline_steps: int, setting: str) -> list[tuple[str, int]]:
+    """The from-scratch runs a pruning page compares with (Table 2's "from scratch"): per head count
+    the nearest pruned point's mask (its encoder part alone for the encoder setting) with the
+    updates that point got in all (`matched_budget`), then the all-heads control at the first's."""
+    picked = [nearest(rows, n) for n in heads]
+    plan = [(r["mask"].split(",")[0] if setting == "encoder" else r["mask"], matched_budget(baseline_steps, r))
+            for r in picked]
+    return plan + [("", plan[0][1])]
+
+
+def validation_lambdas(lams: list[float], n: int = Grids.validation_points) -> list[float]:
+    """`n` lambdas of the grid, evenly spaced inside it, fixed before any point is computed."""
+    return list(dict.fromkeys(lams[round((i + 1) * (len(lams) - 1) / (n + 1))] for i in range(n)))
+
+
+def validate_curve(model, data: Prepared, rows: list[dict], lams: list[float], steps: int, seed: int,
+                   pair: str, len_alpha: float, beam: int, out: Path, progress: bool = False) -> dict:
+    """The path's points at `lams` against independent fine-tunings of `steps` updates there
+    (`path_validation`), written to out/<kinds>-path-validation.json."""
+    kinds = tuple(rows[0]["kinds"])
+    independent = [prune_point(model, data, PruneConfig(kinds=kinds, lam=lam, steps=steps, seed=seed), pair,
+                               len_alpha, beam, out, progress, dev_hypotheses=True) for lam in lams]
+    result = path_validation(rows, independent, list(data.dev.tgt), curve_lams=len(rows))
+    write_json(out / f"{'+'.join(kinds)}-path-validation.json", result)
+    return result
+
+
+def matched_budget(baseline_steps: int, row: dict) -> int:
+    """Updates of a from-scratch run matched to a pruned point: the baseline's training plus the
+    point's fine-tuning (its path's updates up to it, for a point of the continuation path)."""
+    return baseline_steps + row.get("path_updates", row.get("prune_config", {}).get("steps", 0))
+
+
+def canonical_spec(spec: str) -> str:
+    """`spec` without the kinds whose heads are all on (the same model, so the same run)."""
+    return ",".join(part for part in spec.split(",") if "0" in part.partition(":")[2])
+
+
+def scratch_config(profile: str, pair: str, seed: int, spec: str, max_steps: int):
+    """The baseline's recipe with a fixed head mask and the baseline's number of updates."""
+    return get_config(profile, [f"train.seed={seed}", f"model.head_mask={canonical_spec(spec)}",
+                                f"train.max_steps={max_steps}", "train.max_minutes=0"], pair=pair)
+
+
+def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int, out: Path,
+                  progress: bool = False) -> dict:
+    """Train from scratch with the fixed mask `spec` (Table 2's "from scratch" column): the
+    baseline's recipe, its decay stretched to `max_steps`."""
+    cfg = scratch_config(profile, pair, seed, spec, max_steps)
+    path = out / f"scratch-{cfg.digest()}.json"
+    if (row := _read(path)) is None:
+        results = train(cfg, progress)
+        layers = cfg.model.layer_counts()
+        masks = parse_mask_spec(spec, layers, cfg.model.n_heads)
+        test = main_test_set(pair)
+        row = {"mask": spec, "retained": {k: int(masks[k].sum()) if k in masks else n * cfg.model.n_heads
+                                         for k, n in layers.items()},
+               "steps": results["steps"], "train_minutes": results["train_minutes"],
+               "test_beam": results["test"][test]["beam"]["bleu"],
+               "test_greedy": results["test"][test]["greedy"]["bleu"], "test_set": test,
+               "run_dir": results["run_dir"], "device": device_name(), "results": results}
+        write_json(path, row)
+    return row
+
+
+def scratch_rows(out: Path) -> list[dict]:
+    """The finished from-scratch runs of a sweep."""
+    return [json.loads(p.read_text()) for p in sorted(out.glob("scratch-*.json"))]
+
+
+def points(out: Path, kinds: tuple[str, ...], model=None) -> list[dict]:
+    """The finished Hard Concrete points of one kind set (computed from `model`, if given), by
+    lambda: the continuation path's where one is finished (`path_points`; the curve that Sec. 6
+    shows), else the independent fine-tunings'."""
+    fp, name = (model.fingerprint() if model is not None else None), "+".join(kinds)
+    paths = [json.loads(p.read_text()) for p in sorted(out.glob(f"{name}-path-s*.json"))]
+    paths = [s for s in paths if s.get("finished") and (fp is None or s.get("model") == fp)]
+    rows = paths[-1]["points"] if paths else [json.loads(p.read_text()) for p in out.glob(f"{name}-lam*.json")]
+    rows = [r for r in rows if fp is None or r.get("model") == fp]
+    return sorted(rows, key=lambda r: r["lam"])
+
+
+def nearest(rows: list[dict], total: int) -> dict:
+    """The point whose total retained heads (over its gated kinds) is closest to `total`."""
+    return min(rows, key=lambda r: (abs(sum(r["retained"][k] for k in r["kinds"]) - total), r["lam"]))
+
+
+# measures in importance_measures.csv that choose the heads of a fixed-mask point
+ORDER_COLUMNS = {"confidence": "confidence", "lrp": "LRP", "michel": "gradient (Michel)"}
+
+
+def fixed_masks(measures: pd.DataFrame, k: int, random_seeds=(1, 2, 3), kind: str = "enc-self") -> dict[str, str]:
+    """The fixed-mask points at `k` heads, as head-mask specs by label: k heads chosen uniformly
+    per seed (`random-s<seed>`, Budhraja et al. 2020), and the k top heads of each importance
+    measure over all layers (`measures`: one row per layer/head with the ORDER_COLUMNS)."""
+    grids = {label: torch.tensor(measures.pivot(index="layer", columns="head", values=col).values)
+             for label, col in ORDER_COLUMNS.items()}
+    shape = tuple(next(iter(grids.values())).shape)
+    masks = {f"random-s{s}": random_mask(shape, k, s) for s in random_seeds}
+    masks |= {label: keep_top(grid, k) for label, grid in grids.items()}
+    return {label: mask_spec({kind: m}) for label, m in masks.items()}
+
+
+def kind_mask(row: dict, kind: str) -> torch.Tensor:
+    """The 0/1 (layers, heads) mask of one kind in a point (or scratch run) row."""
+    part = next(p for p in row["mask"].split(",") if p.startswith(kind + ":"))
+    rows = part.split(":")[1].split("/")
+    return parse_mask_spec(part, {kind: len(rows)}, len(rows[0]))[kind]

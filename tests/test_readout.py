@@ -1,0 +1,170 @@
+"""Reading a Sec. 6 sweep (`headlib.pruning.readout`): order of kinds, survival, enrichment, the
+pruned-vs-scratch and method tables and their verdicts, on hand-built sweeps with known answers."""
+import math
+
+import pandas as pd
+import pytest
+
+from headlib.pruning.points import nearest
+from headlib.pruning.readout import enrichment, method_gaps, pruning_order, survival
+from pruning_helpers import point_row
+
+
+def test_nearest_survival_and_order_on_a_hand_built_sweep():
+    rows = [point_row(0.01, [[1, 1], [1, 1]]), point_row(0.1, [[1, 0], [1, 1]]), point_row(1.0, [[0, 0], [0, 1]])]
+    assert nearest(rows, 3)["lam"] == 0.1
+    assert nearest(rows, 2)["lam"] == 0.1   # ties go to the smaller lambda
+    surv = survival(rows).set_index(["layer", "head"])["survives_to_lambda"]
+    assert surv.to_dict() == {(1, 1): 0.1, (1, 2): 0.01, (2, 1): 0.1, (2, 2): 1.0}
+    table = pd.DataFrame({"lambda": [0.001, 0.01, 0.1, 1.0], "enc-self heads": [48, 20, 5, 0],
+                          "dec-self heads": [48, 40, 20, 3], "dec-enc heads": [48, 48, 30, 10],
+                          "total heads": [144, 108, 55, 13]})
+    assert pruning_order(table) == [("enc-self", 0.01), ("dec-self", 0.1), ("dec-enc", 1.0)]
+
+
+def test_enrichment_finds_retained_heads_that_are_the_specialized_and_relevant_ones():
+    heads = pd.DataFrame({"layer": [1] * 8 + [2] * 8, "head": list(range(1, 9)) * 2})
+    kept = [[1, 1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0, 0, 0]]
+    heads["specialized"] = [h <= 4 for h in heads["head"]]
+    heads["relevance"] = [1.0 if h <= 4 else 0.0 for h in heads["head"]] + 0.01 * heads.index
+    row = enrichment([point_row(0.1, kept)], heads).iloc[0]
+    assert row["retained"] == 8 and row["specialized retained"] == 8 and row["specialized pruned"] == 0
+    assert row["Fisher p"] < 1e-3 and row["Mann-Whitney p"] < 1e-3
+    flipped = enrichment([point_row(0.1, [[1 - v for v in r] for r in kept])], heads).iloc[0]
+    assert flipped["Fisher p"] > 0.99 and flipped["Mann-Whitney p"] > 0.99
+
+
+def test_encoder_first_cross_last_needs_a_real_order():
+    from headlib.pruning.readout import encoder_first_cross_last
+    inf = float("inf")
+    assert encoder_first_cross_last([("enc-self", 0.01), ("dec-self", 0.1), ("dec-enc", inf)])
+    assert not encoder_first_cross_last([("enc-self", inf), ("dec-self", inf), ("dec-enc", inf)])   # nothing pruned
+    assert not encoder_first_cross_last([("dec-self", 0.01), ("enc-self", 0.1), ("dec-enc", 1.0)])
+    assert not encoder_first_cross_last([("enc-self", 0.1), ("dec-enc", 0.1), ("dec-self", 0.1)])   # a tie is not first
+
+
+def test_method_gaps_compare_the_random_mean_with_the_best_method_per_k():
+    methods = pd.DataFrame([(3, "DSP", 30.0), (3, "random", 26.0), (3, "random", 28.0), (3, "LRP", 29.0),
+                            (3, "from scratch", 33.0), (12, "DSP", 35.0), (12, "random", 35.2), (12, "LRP", 34.6)],
+                           columns=["k", "method", "BLEU"])
+    gaps = method_gaps(methods).set_index("k")
+    assert gaps.loc[3, "best"] == "DSP" and gaps.loc[3, "best BLEU"] == 30.0   # from scratch left out
+    assert gaps.loc[3, "spread"] == pytest.approx(3.0) and gaps.loc[3, "random gap"] == pytest.approx(3.0)
+    assert gaps.loc[12, "best"] == "random" and gaps.loc[12, "random gap"] == 0.0
+    assert gaps.loc[12, "spread"] == pytest.approx(0.6)
+
+
+def test_the_choice_of_heads_matters_only_beyond_every_random_draw_and_the_seed_spread():
+    import pandas as pd
+
+    from headlib.pruning.readout import choice_of_heads_verdict
+    rows = [(3, "LRP", 35.0), (3, "random", 34.0), (3, "random", 34.2), (3, "random", 33.0),
+            (10, "LRP", 34.8), (10, "random", 34.9), (10, "random", 33.5), (10, "random", 33.6),
+            (12, "LRP", 35.0), (12, "random", 34.8), (12, "random", 34.7), (3, "from scratch", 40.0)]
+    methods = pd.DataFrame(rows, columns=["k", "method", "BLEU"])
+    # k=3: above every draw, mean 33.73 is 1.27 behind; k=10: one draw above LRP; k=12: 0.25 behind
+    assert "matters beyond the fine-tuning budget at 3 heads" in choice_of_heads_verdict(methods, 0.57)
+    assert "at 3, 12 heads" in choice_of_heads_verdict(methods, None)
+    assert "at no head count" in choice_of_heads_verdict(methods, 2.0)
+
+
+def test_mean_open_layer_weights_layers_by_open_heads_over_partly_pruned_points():
+    from headlib.pruning.readout import mean_open_layer
+    rows = [{"retained": {"dec-enc": 8}, "per_layer": {"dec-enc": [4, 4]}},       # nothing closed: left out
+            {"retained": {"dec-enc": 4}, "per_layer": {"dec-enc": [1, 3]}},       # layers 1, 2, 2, 2
+            {"retained": {"dec-enc": 2}, "per_layer": {"dec-enc": [0, 2]}},       # layers 2, 2
+            {"retained": {"dec-enc": 0}, "per_layer": {"dec-enc": [0, 0]}}]       # all closed: left out
+    assert mean_open_layer(rows, "dec-enc", 8) == pytest.approx(11 / 6)
+    assert math.isnan(mean_open_layer(rows[:1], "dec-enc", 8))
+
+
+def _point(lam, mask, bleu):
+    return {"lam": lam, "mask": mask, "test_beam": bleu}
+
+
+def test_pruned_points_meet_the_from_scratch_run_of_their_mask():
+    """All-kinds points match a run trained with their mask however it was written (an encoder-only
+    spec for a point that closed only encoder heads); a point with no run gets NaN; several points
+    with one mask all meet its run (the all-attention table, one row per point)."""
+    from headlib.pruning.readout import pruned_vs_scratch
+    on = "dec-self:11/11,dec-enc:11/11"
+    rows = [_point(0.01, f"enc-self:11/11,{on}", 30.0),                     # nothing closed: no run
+            _point(0.1, f"enc-self:10/01,{on}", 29.0),
+            _point(0.2, "enc-self:10/01,dec-self:10/11,dec-enc:11/11", 28.0),   # same encoder, not the same model
+            _point(0.5, f"enc-self:10/01,{on}", 27.5)]
+    scratch = [{"mask": "enc-self:10/01", "test_beam": 28.5, "device": "cpu"},
+               {"mask": "enc-self:10/01,dec-self:10/11", "test_beam": 28.25, "device": "gpu"}]
+    t = pruned_vs_scratch(rows, scratch)
+    assert list(t.columns) == ["mask", "lambda", "pruned", "from scratch", "pruned - scratch", "scratch device"]
+    assert t["lambda"].tolist() == [0.01, 0.1, 0.2, 0.5] and t["pruned"].tolist() == [30.0, 29.0, 28.0, 27.5]
+    assert t["mask"].tolist() == ["", "enc-self:10/01", "enc-self:10/01,dec-self:10/11", "enc-self:10/01"]
+    assert math.isnan(t["from scratch"][0]) and math.isnan(t["pruned - scratch"][0]) and pd.isna(t["scratch device"][0])
+    assert t["from scratch"][1:].tolist() == [28.5, 28.25, 28.5]
+    assert t["pruned - scratch"][1:].tolist() == pytest.approx([0.5, -0.25, -1.0])
+    assert t["scratch device"][1:].tolist() == ["cpu", "gpu", "cpu"]
+
+
+def test_scratch_table_puts_each_run_beside_the_first_point_with_its_mask():
+    """The encoder page: one row per run in the runs' order, the first point (in the sweep's order)
+    with its mask; a run no point has the mask of is an error."""
+    from headlib.pruning.readout import scratch_table
+    on = "dec-self:11/11,dec-enc:11/11"
+    rows = [_point(0.01, f"enc-self:11/10,{on}", 30.0), _point(0.1, f"enc-self:10/00,{on}", 29.0),
+            _point(0.2, f"enc-self:10/00,{on}", 28.0)]
+    scratch = [{"mask": "enc-self:10/00", "retained": {"enc-self": 1}, "test_beam": 28.5, "device": "cpu"},
+               {"mask": "enc-self:11/10", "retained": {"enc-self": 3}, "test_beam": 30.5, "device": "gpu"}]
+    t = scratch_table(rows, scratch)
+    assert list(t.columns) == ["encoder heads", "lambda", "pruned", "from scratch", "pruned - scratch", "scratch device"]
+    assert t.values.tolist() == [[1, 0.1, 29.0, 28.5, 0.5, "cpu"], [3, 0.01, 30.0, 30.5, -0.5, "gpu"]]
+    with pytest.raises(ValueError, match="enc-self:01/00"):
+        scratch_table(rows, [{"mask": "enc-self:01/00", "retained": {"enc-self": 1}, "test_beam": 1.0, "device": "cpu"}])
+
+
+def test_method_comparison_picks_each_methods_point_per_head_count():
+    """At each k: Hard Concrete's first point with exactly k heads (none at k=1), DSP, the fixed masks
+    asked for (fine-tuned through the callback, random draws named "random"), and the from-scratch
+    runs with k encoder heads and every decoder head; the table shows means, and mean ± std for the
+    random draws."""
+    from headlib.pruning.readout import method_comparison, method_table
+    measures = pd.DataFrame({"layer": [1, 1, 2, 2], "head": [1, 2, 1, 2], "confidence": [0.9, 0.1, 0.2, 0.8],
+                             "LRP": [0.1, 0.9, 0.8, 0.2], "gradient (Michel)": [0.5, 0.6, 0.7, 0.1]})
+    bleu = {"random-s1": 20.0, "random-s2": 22.0, "confidence": 25.0, "lrp": 26.0, "michel": 27.0}
+    asked = []
+
+    def fine_tune(**kw):
+        asked.append((kw["label"], kw["mask"]))
+        return {"test_beam": bleu[kw["label"]], "device": "cpu"}
+
+    hc = [{"lam": 0.01, "retained": {"enc-self": 2}, "test_beam": 24.0, "device": "gpu"},
+          {"lam": 0.02, "retained": {"enc-self": 2}, "test_beam": 23.0, "device": "gpu"}]
+    dsp = {1: {"test_beam": 18.0, "device": "cpu"}, 2: {"test_beam": 21.0, "device": "cpu"}}
+    scratch = [{"retained": {"enc-self": 2, "dec-self": 4, "dec-enc": 4}, "test_beam": 28.0, "device": "gpu"},
+               {"retained": {"enc-self": 2, "dec-self": 3, "dec-enc": 4}, "test_beam": 1.0, "device": "gpu"}]
+    t = method_comparison([2, 1], hc, dsp, fine_tune, measures, ["random", "confidence", "michel"], (1, 2), scratch, 4)
+    assert t.values.tolist() == [
+        [2, "Hard Concrete", 24.0, "gpu"], [2, "DSP", 21.0, "cpu"], [2, "random", 20.0, "cpu"],
+        [2, "random", 22.0, "cpu"], [2, "confidence", 25.0, "cpu"], [2, "gradient (Michel)", 27.0, "cpu"],
+        [2, "from scratch", 28.0, "gpu"], [1, "DSP", 18.0, "cpu"], [1, "random", 20.0, "cpu"],
+        [1, "random", 22.0, "cpu"], [1, "confidence", 25.0, "cpu"], [1, "gradient (Michel)", 27.0, "cpu"]]
+    # each measure's masks keep its top heads: confidence 1.1, 2.2 at k=2 and 1.1 at k=1; gradient 2.1, 1.2 and 2.1
+    assert [m for label, m in asked if label == "confidence"] == ["enc-self:10/01", "enc-self:10/00"]
+    assert [m for label, m in asked if label == "michel"] == ["enc-self:01/10", "enc-self:00/10"]
+    table = method_table(t)
+    assert list(table.index) == ["Hard Concrete", "DSP", "random", "confidence", "gradient (Michel)", "from scratch"]
+    assert list(table.columns) == ["1 heads", "2 heads"]
+    assert table.loc["random", "2 heads"] == "21.00 ± 1.41 (n=2)" and table.loc["DSP", "1 heads"] == "18.00"
+    assert table.loc["Hard Concrete", "1 heads"] == "" and table.loc["from scratch", "2 heads"] == "28.00"
+
+
+def test_dev_choice_counts_which_setting_scores_higher_on_dev_at_each_head_count():
+    from headlib.pruning.readout import dev_choice
+    runs = [(3, 0.02, {"dev_greedy": 10.0, "test_beam": 99.0}), (3, 0.2, {"dev_greedy": 12.0, "test_beam": 1.0}),
+            (12, 0.02, {"dev_greedy": 20.0}), (12, 0.2, {"dev_greedy": 21.0}),
+            (24, 0.02, {"dev_greedy": 30.0}), (24, 0.2, {"dev_greedy": 29.0})]
+    assert dev_choice(runs) == {"wins": {0.02: 1, 0.2: 2}, "chosen": 0.2, "head_counts": 3}   # test BLEU plays no part
+    from headlib.pruning.readout import dev_choice_note
+    assert dev_choice_note(dev_choice(runs), 0.2, "the rate").endswith("2 of 3 head counts, so dev agrees with the "
+                                                                        "setting used above.")
+    assert "dev would choose 0.2, not the 0.02 used above" in dev_choice_note(dev_choice(runs), 0.02, "the rate")
+    taus = [(3, (0.1, 1e-3), {"dev_greedy": 10.0}), (3, (0.1, 1e-8), {"dev_greedy": 11.0})]
+    assert dev_choice(taus)["chosen"] == (0.1, 1e-8)
