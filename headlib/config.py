@@ -17,6 +17,7 @@ import typing
 from dataclasses import dataclass, field, fields, replace
 
 from headlib.data.corpora import ENRU_DOMAINS, PAIRS, DataError, local_pair_dir
+from headlib.nn.masks import spec_rows
 
 
 @dataclass(frozen=True)
@@ -220,22 +221,6 @@ def get_config(profile: str = "cpu", overrides: typing.Iterable[str] = (), **pai
     return cfg
 
 
-def head_mask_rows(spec: str, layers: dict[str, int], n_heads: int) -> dict[str, list[str]]:
-    """A head-mask spec ("enc-self:11000000/.../00000001,dec-enc:...", ModelConfig.head_mask) as its
-    0/1 rows per attention kind, checked against the architecture; kinds not named are left out."""
-    masks = {}
-    for part in filter(None, spec.split(",")):
-        kind, _, rows = part.partition(":")
-        rows = rows.split("/")
-        if kind not in layers:
-            raise ValueError(f"model.head_mask: unknown attention kind {kind!r}; valid: {', '.join(layers)}")
-        if len(rows) != layers[kind] or any(len(r) != n_heads or set(r) - {"0", "1"} for r in rows):
-            raise ValueError(f"model.head_mask: {kind} needs {layers[kind]} layers of {n_heads} "
-                             f"0/1 digits separated by '/', got {part!r}")
-        masks[kind] = rows
-    return masks
-
-
 def validate(cfg: Config) -> None:
     m = cfg.model
     if m.d_model % m.n_heads:
@@ -249,7 +234,7 @@ def validate(cfg: Config) -> None:
     if m.activation not in ("relu", "swish"):
         raise ValueError(f"model.activation must be 'relu' or 'swish', got {m.activation!r}")
     if m.head_mask:
-        head_mask_rows(m.head_mask, m.layer_counts(), m.n_heads)
+        spec_rows(m.head_mask, m.layer_counts(), m.n_heads)
     if cfg.data.pair not in PAIRS and cfg.data.pair not in ENRU_DOMAINS:
         try:
             local_pair_dir(cfg.data.pair)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import re
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,9 @@ def test_headlib_has_no_import_cycles():
 @pytest.mark.parametrize("layer, may_not_import", [
     ("headlib.", "headlib.book"),                # research code never imports the book's machinery
     ("headlib.nn", "headlib.train"),             # the network knows nothing of training,
+    ("headlib.nn", "headlib.analysis"),          # nor of the analyses (they hook in by name: nn.hooks)
+    ("headlib.nn", "headlib.pruning"),           # nor of pruning,
+    ("headlib.analysis", "headlib.train"),       # the analyses nothing of training (the loss is nn.loss),
     ("headlib.data", "headlib.nn"),              # the data nothing of the network
 ])
 def test_layers_import_only_downwards(layer, may_not_import):
@@ -74,3 +78,27 @@ def test_layers_import_only_downwards(layer, may_not_import):
     offending = sorted(f"{m} imports {d}" for m, ds in graph.items() for d in ds
                        if m.startswith(layer) and not m.startswith(may_not_import) and d.startswith(may_not_import))
     assert not offending, "\n".join(offending)
+
+
+def test_nothing_outside_train_imports_the_trainer():
+    """Outside `headlib.train` the training code is used through its API (`headlib.train`'s
+    names), never through `headlib.train.trainer`: not by the package, the notebooks, the
+    benchmarks or the scripts."""
+    import headlib.train
+    graph = import_graph(PACKAGE)
+    offending = sorted(m for m, ds in graph.items()
+                       if not m.startswith("headlib.train") and "headlib.train.trainer" in ds)
+    root = PACKAGE.parent
+    sources = [*root.glob("notebooks/*.ipynb"), *root.glob("benchmarks/*.py"), *root.glob("scripts/*")]
+    offending += [str(p.relative_to(root)) for p in sources if p.is_file()
+                  and re.search(r"(from|import) headlib\.train\.trainer\b|from headlib\.train import [^\n]*\btrainer\b",
+                                p.read_text(errors="replace"))]
+    assert not offending, "\n".join(offending)
+    used = set()
+    for path in PACKAGE.rglob("*.py"):
+        if path.parent.name != "train":
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module == "headlib.train":
+                    used |= {a.name for a in node.names}
+    assert used and used <= set(headlib.train.__all__) | {"release", "records", "machine", "pretrained"}, \
+        used - set(headlib.train.__all__)

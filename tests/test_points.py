@@ -8,27 +8,16 @@ import pytest
 import torch
 
 from headlib.config import get_config
-from headlib.nn.model import Transformer, mask_spec, parse_mask_spec
-from headlib.pruning.points import canonical_spec, prune_point, scratch_config
+from headlib.nn.masks import parse_spec
+from headlib.nn.model import Transformer
+from headlib.pruning.points import prune_point, scratch_config
 from pruning_helpers import point_row
 
 LAYERS = {"enc-self": 2, "dec-self": 2, "dec-enc": 2}
 
 
-def test_mask_spec_round_trip_and_errors_name_the_key():
-    masks = {"enc-self": torch.tensor([[1.0, 0, 1, 1], [0, 0, 0, 1]]), "dec-enc": torch.ones(2, 4)}
-    spec = mask_spec(masks)
-    assert spec == "enc-self:1011/0001,dec-enc:1111/1111"
-    back = parse_mask_spec(spec, LAYERS, 4)
-    assert set(back) == set(masks) and all(torch.equal(back[k], masks[k]) for k in masks)
-    for bad in ("enc-self:1011", "enc-self:1012/0001", "cross:1111/1111", "enc-self:10110/0001"):
-        with pytest.raises(ValueError, match="model.head_mask"):
-            get_config("smoke", [f"model.head_mask={bad}"])
-
-
-def test_canonical_spec_drops_all_on_kinds_so_equal_models_share_a_run():
+def test_specs_equal_but_for_all_on_kinds_share_a_from_scratch_run():
     spec = "enc-self:1011/0001,dec-self:1111/1111,dec-enc:1111/1111"
-    assert canonical_spec(spec) == "enc-self:1011/0001"
     a = scratch_config("smoke", "en-de", 1, spec, 7)
     b = scratch_config("smoke", "en-de", 1, "enc-self:1011/0001", 7)
     assert a.digest() == b.digest() != scratch_config("smoke", "en-de", 1, "", 7).digest()
@@ -40,7 +29,7 @@ def test_config_mask_equals_setting_the_mask_by_hand():
     masked = Transformer(cfg.model, 50).eval()
     torch.manual_seed(0)
     by_hand = Transformer(get_config("smoke").model, 50).eval()
-    for kind, m in parse_mask_spec(cfg.model.head_mask, LAYERS, 4).items():
+    for kind, m in parse_spec(cfg.model.head_mask, LAYERS, 4).items():
         by_hand.set_head_mask(kind, m)
     src, tgt = torch.randint(4, 50, (3, 7)), torch.randint(4, 50, (3, 5))
     assert torch.equal(masked(src, tgt), by_hand(src, tgt))

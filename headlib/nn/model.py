@@ -29,24 +29,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from headlib.config import ModelConfig, head_mask_rows
+from headlib.config import ModelConfig
 from headlib.data.bpe import PAD_ID
+from headlib.nn.masks import parse_spec
 
 KINDS = ("enc-self", "dec-self", "dec-enc")
 NEG_INF = float("-inf")
-
-
-def mask_spec(masks: dict[str, torch.Tensor]) -> str:
-    """Head masks as the text of `ModelConfig.head_mask`: "kind:0110/1000,kind:..." (one 0/1
-    string per layer, layers separated by "/")."""
-    return ",".join(f"{kind}:" + "/".join("".join(str(int(v)) for v in row) for row in m.tolist())
-                    for kind, m in masks.items())
-
-
-def parse_mask_spec(spec: str, layers: dict[str, int], n_heads: int) -> dict[str, torch.Tensor]:
-    """Inverse of `mask_spec`, checked against the architecture; kinds not named stay all-on."""
-    return {kind: torch.tensor([[float(c) for c in r] for r in rows])
-            for kind, rows in head_mask_rows(spec, layers, n_heads).items()}
 
 
 DROPOUT_MASKS = ("float32", "int16")
@@ -260,7 +248,7 @@ class Transformer(nn.Module):
         self.dec_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
         for kind, n in self.layer_counts().items():
             self.register_buffer(self.mask_buffer_name(kind), torch.ones(n, cfg.n_heads))
-        for kind, mask in parse_mask_spec(cfg.head_mask, self.layer_counts(), cfg.n_heads).items():
+        for kind, mask in parse_spec(cfg.head_mask, self.layer_counts(), cfg.n_heads).items():
             self.set_head_mask(kind, mask)
         self.set_dropout_masks(cfg.dropout_masks)
         self.reset_parameters()

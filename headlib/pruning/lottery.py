@@ -35,10 +35,10 @@ from headlib.config import get_config
 from headlib.data.corpora import load_split, main_test_set
 from headlib.files import artifacts_dir, load_checkpoint, write_json
 from headlib.nn.decode import evaluate_bleu
-from headlib.nn.model import mask_spec, parse_mask_spec
+from headlib.nn.masks import canonical, parse_spec, to_spec
 from headlib.profiles import LotteryConfig
 from headlib.pruning.shrink import encoder_batches, encoder_seconds, shrink, with_masks
-from headlib.pruning.points import (canonical_spec, device_name, matched_budget, nearest, points, scratch_config,
+from headlib.pruning.points import (device_name, matched_budget, nearest, points, scratch_config,
                                     scratch_rows)
 from headlib.settings import results_dir
 from headlib.train import Trainer, finalize, load_model, run_dir, start_from, trained_model
@@ -101,7 +101,7 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
     # 2. the k most confident encoder heads at `prune_at`
     dev = list(load_split(pair, "dev").src[: cfg.n_confidence])
     mask, conf = confidence_mask(trainer.model, trainer.data.bpe, dev, cfg.k, cfg.eos_mode)
-    spec = mask_spec({"enc-self": mask})
+    spec = to_spec({"enc-self": mask})
     # 3-4. rewind and retrain with the mask, to the baseline's number of updates
     ticket_cfg = scratch_config(profile, pair, seed, spec, total)
     ticket_dir = work / "ticket"
@@ -178,8 +178,8 @@ def ticket_summary(row: dict, table: pd.DataFrame, hard_concrete: dict | None, l
     `n_heads`, and a paragraph: the ticket's BLEU against the unpruned model's, its updates in all and
     retraining minutes; with a Hard Concrete point, that point's heads and BLEU, the heads the two
     masks share, and in how many encoder layers each keeps a head."""
-    kept = parse_mask_spec(row["mask"], layer_counts, n_heads)["enc-self"]
-    hc_kept = parse_mask_spec(hard_concrete["mask"], layer_counts, n_heads)["enc-self"] if hard_concrete else None
+    kept = parse_spec(row["mask"], layer_counts, n_heads)["enc-self"]
+    hc_kept = parse_spec(hard_concrete["mask"], layer_counts, n_heads)["enc-self"] if hard_concrete else None
     t = table.set_index("method")
     ours, full = t.loc["lottery ticket"], t.loc["unpruned", "BLEU"]
     text = (f"The ticket scores **{ours['BLEU']:.2f}** BLEU against {full:.2f} for the unpruned model "
@@ -202,7 +202,7 @@ def compared_points(profile: str, pair: str, seed: int, k: int, model) -> tuple[
     if not hc:
         return None, None
     hc = nearest(hc, k)
-    scratch = [r for r in scratch_rows(out) if r["mask"] == canonical_spec(hc["mask"])]
+    scratch = [r for r in scratch_rows(out) if r["mask"] == canonical(hc["mask"])]
     return hc, (scratch[0] if scratch else None)
 
 

@@ -30,7 +30,8 @@ from headlib.profiles import Grids, grids
 from headlib.data.corpora import load_split, main_test_set
 from headlib.files import artifacts_dir, write_json
 from headlib.nn.decode import evaluate_bleu, paired_bootstrap, score, translate
-from headlib.nn.model import KINDS, mask_spec, parse_mask_spec
+from headlib.nn.masks import canonical, kind_mask, parse_spec, to_spec
+from headlib.nn.model import KINDS
 from headlib.pruning.prune import PruneConfig, prune, prune_path, saved_path
 from headlib.train.records import weights
 from headlib.train import Prepared, train
@@ -80,7 +81,7 @@ def counts(model) -> dict:
     """Retained heads per kind, in total and per layer."""
     return {"retained": {k: int(model.head_mask(k).sum()) for k in model.layer_counts()},
             "per_layer": {k: model.head_mask(k).sum(1).int().tolist() for k in model.layer_counts()},
-            "mask": mask_spec({k: model.head_mask(k) for k in model.layer_counts()})}
+            "mask": to_spec({k: model.head_mask(k) for k in model.layer_counts()})}
 
 
 def full_point(model, data: Prepared, pair: str, len_alpha: float, beam: int, out: Path) -> dict:
@@ -109,8 +110,8 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
     if row is not None and dev_hypotheses and "dev_hypotheses" not in row:
         row = None
     if row is not None and cfg.method == "fixed":
-        wanted = parse_mask_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
-        if any(not torch.equal(kind_mask(row, k), m) for k, m in wanted.items()):
+        wanted = parse_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
+        if any(not torch.equal(kind_mask(row["mask"], k), m) for k, m in wanted.items()):
             raise ValueError(f"{path} holds another mask than {cfg.mask!r} under the same label; remove it to recompute")
     if row is None:
         pruned, result = prune(weights(model), data, cfg, progress)
@@ -265,14 +266,9 @@ def matched_budget(baseline_steps: int, row: dict) -> int:
     return baseline_steps + row.get("path_updates", row.get("prune_config", {}).get("steps", 0))
 
 
-def canonical_spec(spec: str) -> str:
-    """`spec` without the kinds whose heads are all on (the same model, so the same run)."""
-    return ",".join(part for part in spec.split(",") if "0" in part.partition(":")[2])
-
-
 def scratch_config(profile: str, pair: str, seed: int, spec: str, max_steps: int):
     """The baseline's recipe with a fixed head mask and the baseline's number of updates."""
-    return get_config(profile, [f"train.seed={seed}", f"model.head_mask={canonical_spec(spec)}",
+    return get_config(profile, [f"train.seed={seed}", f"model.head_mask={canonical(spec)}",
                                 f"train.max_steps={max_steps}", "train.max_minutes=0"], pair=pair)
 
 
@@ -285,7 +281,7 @@ def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int,
     if (row := _read(path)) is None:
         results = train(cfg, progress)
         layers = cfg.model.layer_counts()
-        masks = parse_mask_spec(spec, layers, cfg.model.n_heads)
+        masks = parse_spec(spec, layers, cfg.model.n_heads)
         test = main_test_set(pair)
         row = {"mask": spec, "retained": {k: int(masks[k].sum()) if k in masks else n * cfg.model.n_heads
                                          for k, n in layers.items()},
@@ -332,11 +328,6 @@ def fixed_masks(measures: pd.DataFrame, k: int, random_seeds=(1, 2, 3), kind: st
     shape = tuple(next(iter(grids.values())).shape)
     masks = {f"random-s{s}": random_mask(shape, k, s) for s in random_seeds}
     masks |= {label: keep_top(grid, k) for label, grid in grids.items()}
-    return {label: mask_spec({kind: m}) for label, m in masks.items()}
+    return {label: to_spec({kind: m}) for label, m in masks.items()}
 
 
-def kind_mask(row: dict, kind: str) -> torch.Tensor:
-    """The 0/1 (layers, heads) mask of one kind in a point (or scratch run) row."""
-    part = next(p for p in row["mask"].split(",") if p.startswith(kind + ":"))
-    rows = part.split(":")[1].split("/")
-    return parse_mask_spec(part, {kind: len(rows)}, len(rows[0]))[kind]

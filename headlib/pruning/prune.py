@@ -26,7 +26,7 @@ import torch
 from headlib.data.batching import batch_stream
 from headlib.files import load_checkpoint, torch_save
 from headlib.nn.loss import token_loss
-from headlib.nn.model import parse_mask_spec
+from headlib.nn.masks import parse_spec
 from headlib.profiles import PruneConfig
 from headlib.pruning.gates import HardConcreteGates
 from headlib.pruning.subset import SubsetGates
@@ -80,7 +80,7 @@ class Pruning:
         self.device = dev = next(model.parameters()).device
         gates = make_gates(cfg, shapes)
         if gates is None:
-            fixed = parse_mask_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
+            fixed = parse_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
             for k in cfg.kinds:
                 if k not in fixed:
                     raise ValueError(f"prune: the fixed mask must name every pruned kind; {k} missing in {cfg.mask!r}")

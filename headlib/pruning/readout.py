@@ -9,7 +9,8 @@ import math
 import pandas as pd
 import torch
 
-from headlib.pruning.points import canonical_spec, fixed_masks, kind_mask
+from headlib.nn.masks import canonical, kind_mask
+from headlib.pruning.points import fixed_masks
 
 
 def sweep_table(rows: list[dict], full: dict, tuned: dict | None = None) -> pd.DataFrame:
@@ -26,15 +27,15 @@ def sweep_table(rows: list[dict], full: dict, tuned: dict | None = None) -> pd.D
 
 def pruned_vs_scratch(rows: list[dict], scratch: list[dict]) -> pd.DataFrame:
     """Each pruned point beside the from-scratch run trained with its head mask (Table 2's question):
-    one row per point of `rows`, in order, with "mask" (the point's `canonical_spec`), "lambda",
+    one row per point of `rows`, in order, with "mask" (the point's `canonical`), "lambda",
     "pruned" (its test BLEU, beam), "from scratch" (the run's; NaN where no run of `scratch` has the
     point's mask), "pruned - scratch" and "scratch device" (missing where no run). Masks compare as
-    `canonical_spec`s (kinds with every head open left out), so a run trained with an encoder-only
+    `canonical`s (kinds with every head open left out), so a run trained with an encoder-only
     spec matches a point that closed encoder heads only; runs with one spec are one run."""
-    by_spec = {canonical_spec(s["mask"]): s for s in scratch}
+    by_spec = {canonical(s["mask"]): s for s in scratch}
     table = []
     for r in rows:
-        spec = canonical_spec(r["mask"])
+        spec = canonical(r["mask"])
         s = by_spec.get(spec)
         table.append({"mask": spec, "lambda": r["lam"], "pruned": r["test_beam"],
                       "from scratch": s["test_beam"] if s is not None else None,
@@ -52,8 +53,8 @@ def scratch_table(rows: list[dict], scratch: list[dict], kind: str = "enc-self")
     scratch" and "scratch device". A run that no point has the mask of is an error."""
     table = []
     for s in scratch:
-        spec = canonical_spec(s["mask"])
-        point = next((r for r in rows if canonical_spec(r["mask"]) == spec), None)
+        spec = canonical(s["mask"])
+        point = next((r for r in rows if canonical(r["mask"]) == spec), None)
         if point is None:
             raise ValueError(f"no pruned point has the mask {spec!r} of a from-scratch run")
         table.append({"encoder heads": s["retained"][kind], "lambda": point["lam"], "pruned": point["test_beam"],
@@ -156,9 +157,9 @@ def choice_of_heads_verdict(methods: pd.DataFrame, spread: float | None) -> str:
 def survival(rows: list[dict], kind: str = "enc-self") -> pd.DataFrame:
     """Per head: the largest lambda at which it is still open (0 if closed at every lambda),
     i.e. how hard the head is to prune."""
-    last = torch.zeros_like(kind_mask(rows[0], kind), dtype=torch.float64)
+    last = torch.zeros_like(kind_mask(rows[0]["mask"], kind), dtype=torch.float64)
     for r in sorted(rows, key=lambda r: r["lam"]):
-        last = torch.where(kind_mask(r, kind).bool(), torch.full_like(last, r["lam"]), last)
+        last = torch.where(kind_mask(r["mask"], kind).bool(), torch.full_like(last, r["lam"]), last)
     return pd.DataFrame([{"layer": i + 1, "head": j + 1, "survives_to_lambda": float(last[i, j])}
                          for i in range(last.shape[0]) for j in range(last.shape[1])])
 
@@ -193,7 +194,7 @@ def enrichment(rows: list[dict], heads: pd.DataFrame, kind: str = "enc-self") ->
     from scipy.stats import fisher_exact, mannwhitneyu
     out = []
     for r in rows:
-        grid = kind_mask(r, kind)
+        grid = kind_mask(r["mask"], kind)
         kept = heads.apply(lambda h: bool(grid[h["layer"] - 1, h["head"] - 1]), axis=1)
         n_kept = int(kept.sum())
         if n_kept in (0, len(heads)):

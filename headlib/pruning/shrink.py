@@ -19,7 +19,8 @@ from torch import nn
 
 from headlib.data.batching import source_tensor
 from headlib.nn.decode import length_batches
-from headlib.nn.model import MultiHeadAttention, parse_mask_spec
+from headlib.nn.masks import parse_spec
+from headlib.nn.model import MultiHeadAttention
 
 
 def _slice_linear(linear: nn.Linear, rows: torch.Tensor | None = None, cols: torch.Tensor | None = None) -> nn.Linear:
@@ -77,7 +78,7 @@ def shrink(model) -> nn.Module:
 def with_masks(model, spec: str) -> nn.Module:
     """A copy of `model` with the head masks of `spec` (the text of `ModelConfig.head_mask`)."""
     masked = copy.deepcopy(model)
-    for kind, m in parse_mask_spec(spec, model.layer_counts(), model.cfg.n_heads).items():
+    for kind, m in parse_spec(spec, model.layer_counts(), model.cfg.n_heads).items():
         masked.set_head_mask(kind, m)
     return masked
 

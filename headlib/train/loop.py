@@ -10,7 +10,8 @@ One update:
               where loss_j is `loss(batch_j)`'s summed token loss and `tokens` counts the target
               tokens of the whole update (all ranks): any split gives the same gradient
     penalty   weight * penalty() added before the last backward (the expected L0 of Sec. 6.1)
-    then      clip the gradient norm (if clip_norm > 0), `after_backward()`, the optimizer step
+    then      `after_backward()` (e.g. gradients masked), the gradient norm clipped (if clip_norm > 0),
+              the optimizer step
 
 `fine_tune` yields a `Done` after each update; what the caller does with it (counters,
 evaluations, checkpoints, a history) stays with the caller.
@@ -79,9 +80,9 @@ def fine_tune(model: torch.nn.Module, optimizer: torch.optim.Optimizer, updates:
                     objective = objective + weight * value
                 objective.backward()
             total = total + summed.detach().cpu()
-        if clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
         if after_backward is not None:
             after_backward()
+        if clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
         optimizer.step()
         yield Done(step, total, update.tokens, None if value is None else value.detach())

@@ -20,7 +20,8 @@ from headlib.claims import PAPER_TOLERANCE, TOLERANCE, fewest_heads_within, not_
 from headlib.config import get_config
 from headlib.profiles import grids
 from headlib.nn.model import KINDS
-from headlib.pruning.points import (SETTINGS, full_point, kind_mask, pruning_curve, scratch_plan, scratch_point,
+from headlib.nn.masks import kind_mask
+from headlib.pruning.points import (SETTINGS, full_point, pruning_curve, scratch_plan, scratch_point,
                                     validate_curve, validation_lambdas)
 from headlib.pruning.readout import (encoder_first_cross_last, enrichment, mean_open_layer, pruned_vs_scratch,
                                      pruning_order, scratch_table, survival, sweep_table)
@@ -226,7 +227,7 @@ def survivors_figure(s: Sweep, heads: pd.DataFrame):
         ax.axis("off")
     limit = float(relevance.abs().max().max())
     for ax, r in zip(axes.flat, panels):
-        kept = kind_mask(r, "enc-self").numpy().astype(bool)
+        kept = kind_mask(r["mask"], "enc-self").numpy().astype(bool)
         ax.set_facecolor("0.8")                                  # closed heads (NaN cells) show the background
         sns.heatmap(relevance.where(kept), ax=ax, cmap="RdBu", center=0, vmin=-limit, vmax=limit, cbar=False,
                     annot=labels.where(kept, "").values, fmt="", linewidths=0.3, linecolor="0.9",
