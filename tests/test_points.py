@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from headlib.config import get_config
+from headlib.data.corpora import load_split, main_test_set
+from headlib.nn.decode import score
 from headlib.nn.masks import parse_spec
 from headlib.nn.model import Transformer
 from headlib.pruning.points import prune_point, scratch_config
@@ -107,8 +109,12 @@ def test_path_points_score_the_continuation_path_and_read_a_finished_one_back(tm
     rows = points.path_points(model, data, pc, [0.0, 5.0], "en-de", 1.0, 1, tmp_path)
     assert [r["lam"] for r in rows] == [0.0, 5.0] and [r["path_updates"] for r in rows] == [4, 8]
     assert all(len(r["dev_hypotheses"]) == len(data.dev.src) for r in rows)
-    alone = prune(model, data, dataclasses.replace(pc, lam=0.0))[0]      # the first point is the independent one
+    test = load_split("en-de", main_test_set("en-de"))
+    assert all(score(r["test_hypotheses"], list(test.tgt))["bleu"] == r["test_beam"] for r in rows)
+    alone, result = prune(model, data, dataclasses.replace(pc, lam=0.0))  # the first point is the independent one
     assert rows[0]["mask"] == points.counts(alone)["mask"]
+    # the path's budget in target tokens: the first point's is the independent fine-tuning's, and it grows
+    assert rows[0]["path_tokens"] == result.tokens > 0 and rows[1]["path_tokens"] > rows[0]["path_tokens"]
     monkeypatch.setattr(points, "prune_path", lambda *a, **k: pytest.fail("recomputed a finished path"))
     assert points.path_points(model, data, pc, [0.0, 5.0], "en-de", 1.0, 1, tmp_path) == rows
     stored = json.loads((tmp_path / points.path_name(pc)).read_text())

@@ -95,7 +95,9 @@ def test_pruned_points_meet_the_from_scratch_run_of_their_mask():
     scratch = [{"mask": "enc-self:10/01", "test_beam": 28.5, "device": "cpu"},
                {"mask": "enc-self:10/01,dec-self:10/11", "test_beam": 28.25, "device": "gpu"}]
     t = pruned_vs_scratch(rows, scratch)
-    assert list(t.columns) == ["mask", "lambda", "pruned", "from scratch", "pruned - scratch", "scratch device"]
+    assert list(t.columns) == ["mask", "lambda", "pruned", "from scratch", "pruned - scratch", "pruned - scratch low",
+                               "pruned - scratch high", "scratch device"]
+    assert t["pruned - scratch low"].isna().all()             # no translations kept: no interval
     assert t["lambda"].tolist() == [0.01, 0.1, 0.2, 0.5] and t["pruned"].tolist() == [30.0, 29.0, 28.0, 27.5]
     assert t["mask"].tolist() == ["", "enc-self:10/01", "enc-self:10/01,dec-self:10/11", "enc-self:10/01"]
     assert math.isnan(t["from scratch"][0]) and math.isnan(t["pruned - scratch"][0]) and pd.isna(t["scratch device"][0])
@@ -114,8 +116,10 @@ def test_scratch_table_puts_each_run_beside_the_first_point_with_its_mask():
     scratch = [{"mask": "enc-self:10/00", "retained": {"enc-self": 1}, "test_beam": 28.5, "device": "cpu"},
                {"mask": "enc-self:11/10", "retained": {"enc-self": 3}, "test_beam": 30.5, "device": "gpu"}]
     t = scratch_table(rows, scratch)
-    assert list(t.columns) == ["encoder heads", "lambda", "pruned", "from scratch", "pruned - scratch", "scratch device"]
-    assert t.values.tolist() == [[1, 0.1, 29.0, 28.5, 0.5, "cpu"], [3, 0.01, 30.0, 30.5, -0.5, "gpu"]]
+    assert list(t.columns) == ["encoder heads", "lambda", "pruned", "from scratch", "pruned - scratch",
+                               "pruned - scratch low", "pruned - scratch high", "scratch device"]
+    assert t.drop(columns=["pruned - scratch low", "pruned - scratch high"]).values.tolist() == \
+        [[1, 0.1, 29.0, 28.5, 0.5, "cpu"], [3, 0.01, 30.0, 30.5, -0.5, "gpu"]]
     with pytest.raises(ValueError, match="enc-self:01/00"):
         scratch_table(rows, [{"mask": "enc-self:01/00", "retained": {"enc-self": 1}, "test_beam": 1.0, "device": "cpu"}])
 
@@ -168,3 +172,23 @@ def test_dev_choice_counts_which_setting_scores_higher_on_dev_at_each_head_count
     assert "dev would choose 0.2, not the 0.02 used above" in dev_choice_note(dev_choice(runs), 0.02, "the rate")
     taus = [(3, (0.1, 1e-3), {"dev_greedy": 10.0}), (3, (0.1, 1e-8), {"dev_greedy": 11.0})]
     assert dev_choice(taus)["chosen"] == (0.1, 1e-8)
+
+
+def test_differences_carry_the_paired_bootstrap_interval_of_the_kept_translations():
+    """With each row's test translations and the references, every difference gets the interval
+    `bleu_difference` gives for that pair of rows."""
+    from headlib.nn.decode import bleu_difference
+    from headlib.pruning.readout import scratch_table, sweep_table
+    refs = ["a man rides a red bike", "two dogs run in the snow", "a woman sings on a stage", "kids play ball"] * 5
+    worse = ["a man rides a bike", "two dogs in snow", "a woman on a stage", "kids ball"] * 5
+    on = "dec-self:11/11,dec-enc:11/11"
+    full = {"test_beam": 30.0, "test_hypotheses": refs}
+    point = _point(0.1, f"enc-self:10/01,{on}", 29.0) | {"test_hypotheses": worse, "test_greedy": 28.0,
+                                                        "kinds": ["enc-self"], "retained": {"enc-self": 2}}
+    table = sweep_table([point], full, full, refs)
+    want = bleu_difference(worse, refs, refs)
+    assert (table["vs. full low"][0], table["vs. full high"][0]) == (want["low"], want["high"]) and want["high"] < 0
+    run = {"mask": "enc-self:10/01", "retained": {"enc-self": 2}, "test_beam": 31.0, "device": "cpu",
+           "test_hypotheses": refs}
+    versus = scratch_table([point], [run], refs=refs)
+    assert (versus["pruned - scratch low"][0], versus["pruned - scratch high"][0]) == (want["low"], want["high"])

@@ -43,3 +43,24 @@ def test_the_interval_is_a_bootstrap_of_the_baseline_and_a_worse_system_falls_ou
 def test_unequal_lengths_are_one_clear_error():
     with pytest.raises(ValueError, match="3 baseline, 2 system hypotheses and 3 references"):
         paired_bootstrap(["a"] * 3, ["a"] * 2, ["a"] * 3)
+
+
+def test_the_difference_interval_is_the_paired_resampling_written_out():
+    """`bleu_difference` against corpus BLEU recomputed on each resample (same indices for both
+    systems), and a system against itself: a difference of 0 with a zero-width interval."""
+    from headlib.nn.decode import bleu_difference
+    refs, noisy = corpus(80)
+    better, worse = noisy(0.1), noisy(0.4)
+    d = bleu_difference(better, worse, refs, samples=200)
+    bleu = BLEU()
+    idx = np.random.default_rng(12345).choice(len(refs), size=(200, len(refs)), replace=True)
+    slow = [bleu.corpus_score([better[j] for j in i], [[refs[j] for j in i]]).score
+            - bleu.corpus_score([worse[j] for j in i], [[refs[j] for j in i]]).score for i in idx]
+    low, high = np.percentile(slow, [2.5, 97.5])
+    assert (d["low"], d["high"]) == (round(float(low), 2), round(float(high), 2))
+    assert d["difference"] == round(bleu.corpus_score(better, [refs]).score - bleu.corpus_score(worse, [refs]).score, 2)
+    assert 0 < d["low"] < d["difference"] < d["high"]
+    same = bleu_difference(better, better, refs, samples=50)
+    assert (same["difference"], same["low"], same["high"]) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="bleu_difference: 80 system, 79 baseline"):
+        bleu_difference(better, worse[:-1], refs)

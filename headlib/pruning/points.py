@@ -34,7 +34,7 @@ from headlib.nn.masks import canonical, kind_mask, parse_spec, to_spec
 from headlib.nn.model import KINDS
 from headlib.pruning.prune import PruneConfig, prune, prune_path, saved_path
 from headlib.train.records import weights
-from headlib.train import Prepared, train
+from headlib.train import Prepared, load_model, run_dir, train
 
 
 def device_name() -> str:
@@ -63,18 +63,19 @@ def _read(path: Path, fingerprint: str | None = None) -> dict | None:
     return row
 
 
-def evaluate_masked(model, data: Prepared, pair: str, len_alpha: float, beam: int,
-                    dev_hypotheses: bool = False) -> dict:
+def evaluate_masked(model, data: Prepared, pair: str, len_alpha: float, beam: int, hypotheses: bool = False) -> dict:
     """Dev greedy and main-test greedy + beam BLEU of `model` as it is (its head masks fixed), and
-    if asked the dev translations (for a paired bootstrap against another point); with the
-    minutes the scoring took (a phase of the study's time)."""
+    if asked its translations, dev (greedy) and test (beam), for paired bootstraps against another
+    point or run; with the minutes the scoring took (a phase of the study's time)."""
     t0, test = time.time(), load_split(pair, main_test_set(pair))
     dev = translate(model, data.bpe, data.dev.src)
+    test_beam = translate(model, data.bpe, test.src, beam=beam, alpha=len_alpha)
     return {"dev_greedy": score(dev, list(data.dev.tgt))["bleu"],
             "test_greedy": evaluate_bleu(model, data.bpe, test)["bleu"],
-            "test_beam": evaluate_bleu(model, data.bpe, test, beam, len_alpha)["bleu"],
+            "test_beam": score(test_beam, list(test.tgt))["bleu"],
             "test_set": test.name, "beam": beam, "len_alpha": len_alpha,
-            **({"dev_hypotheses": dev} if dev_hypotheses else {}), "score_minutes": round((time.time() - t0) / 60, 2)}
+            **({"dev_hypotheses": dev, "test_hypotheses": test_beam} if hypotheses else {}),
+            "score_minutes": round((time.time() - t0) / 60, 2)}
 
 
 def counts(model) -> dict:
@@ -87,19 +88,19 @@ def counts(model) -> dict:
 def full_point(model, data: Prepared, pair: str, len_alpha: float, beam: int, out: Path) -> dict:
     """The unpruned model scored on this device, the reference every point is compared with."""
     path, fingerprint = out / "full.json", model.fingerprint()
-    if (row := _read(path, fingerprint)) is None:
+    if (row := _read(path, fingerprint)) is None or "test_hypotheses" not in row:
         model = weights(model)
         row = {"kinds": [], "lam": None, **counts(model), "model": fingerprint,
-               **evaluate_masked(model, data, pair, len_alpha, beam), "device": device_name()}
+               **evaluate_masked(model, data, pair, len_alpha, beam, hypotheses=True), "device": device_name()}
         write_json(path, row)
     return row
 
 
 def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: float, beam: int,
-                out: Path, progress: bool = False, dev_hypotheses: bool = False) -> dict:
+                out: Path, progress: bool = False, hypotheses: bool = False) -> dict:
     """Fine-tune with gates (at one lambda, or exactly k for DSP) or with a fixed mask, fix the
-    gates to 0/1, score with the hard mask (no fine-tuning after fixing); with `dev_hypotheses`
-    the row keeps the dev translations (a stored row without them is recomputed)."""
+    gates to 0/1, score with the hard mask (no fine-tuning after fixing); with `hypotheses`
+    the row keeps its dev (greedy) and test (beam) translations (a stored row without them is recomputed)."""
     path, fingerprint = out / point_name(cfg), model.fingerprint()
     if (row := _read(path, fingerprint)) is not None:
         settings = json.loads(json.dumps(dataclasses.asdict(cfg)))   # as the row records them (lists, not tuples)
@@ -107,7 +108,7 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
         if differ:
             raise ValueError(f"{path} was computed with other settings ({', '.join(differ)}) under the same name; "
                              "remove it to recompute")
-    if row is not None and dev_hypotheses and "dev_hypotheses" not in row:
+    if row is not None and hypotheses and "test_hypotheses" not in row:
         row = None
     if row is not None and cfg.method == "fixed":
         wanted = parse_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
@@ -118,9 +119,9 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
         scores = {"hard-concrete": "log_alpha", "dsp": "logits"}.get(cfg.method)
         row = {"kinds": list(cfg.kinds), "lam": cfg.lam, "method": cfg.method, "label": cfg.label or cfg.method,
                "model": fingerprint, **counts(pruned),
-               **evaluate_masked(pruned, data, pair, len_alpha, beam, dev_hypotheses),
+               **evaluate_masked(pruned, data, pair, len_alpha, beam, hypotheses),
                **({scores: {k: a.tolist() for k, a in result.scores.items()}} if scores else {}),
-               "prune_minutes": result.minutes, "history": result.history,
+               "prune_minutes": result.minutes, "tokens": result.tokens, "history": result.history,
                "prune_config": dataclasses.asdict(cfg), "device": device_name()}
         write_json(path, row)
     return row
@@ -155,8 +156,9 @@ def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair
     for i, (lam, pruned, result) in enumerate(prune_path(weights(model), data, cfg, lams, progress, checkpoint,
                                                          resume), len(rows) + 1):
         rows.append({"kinds": list(cfg.kinds), "lam": lam, "method": "hard-concrete", "label": "path",
-                     "model": fingerprint, "path_updates": i * cfg.steps, **counts(pruned),
-                     **evaluate_masked(pruned, data, pair, len_alpha, beam, dev_hypotheses=True),
+                     "model": fingerprint, "path_updates": i * cfg.steps, "path_tokens": result.tokens,
+                     **counts(pruned),
+                     **evaluate_masked(pruned, data, pair, len_alpha, beam, hypotheses=True),
                      "log_alpha": {k: a.tolist() for k, a in result.scores.items()},
                      "prune_minutes": result.minutes, "device": device_name()})
         write_json(path, {"lams": list(lams), "model": fingerprint, "prune_config": settings,
@@ -254,7 +256,7 @@ def validate_curve(model, data: Prepared, rows: list[dict], lams: list[float], s
     (`path_validation`), written to out/<kinds>-path-validation.json."""
     kinds = tuple(rows[0]["kinds"])
     independent = [prune_point(model, data, PruneConfig(kinds=kinds, lam=lam, steps=steps, seed=seed), pair,
-                               len_alpha, beam, out, progress, dev_hypotheses=True) for lam in lams]
+                               len_alpha, beam, out, progress, hypotheses=True) for lam in lams]
     result = path_validation(rows, independent, list(data.dev.tgt), curve_lams=len(rows))
     write_json(out / f"{'+'.join(kinds)}-path-validation.json", result)
     return result
@@ -275,20 +277,23 @@ def scratch_config(profile: str, pair: str, seed: int, spec: str, max_steps: int
 def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int, out: Path,
                   progress: bool = False) -> dict:
     """Train from scratch with the fixed mask `spec` (Table 2's "from scratch" column): the
-    baseline's recipe, its decay stretched to `max_steps`."""
+    baseline's recipe (its tokens per update, its warmup and linear decay), the decay stretched
+    to `max_steps`; the row keeps the run's test translations (beam) for paired bootstraps."""
     cfg = scratch_config(profile, pair, seed, spec, max_steps)
     path = out / f"scratch-{cfg.digest()}.json"
     if (row := _read(path)) is None:
         results = train(cfg, progress)
         layers = cfg.model.layer_counts()
         masks = parse_spec(spec, layers, cfg.model.n_heads)
-        test = main_test_set(pair)
+        test = load_split(pair, main_test_set(pair))
+        model, bpe, _ = load_model(run_dir(cfg) / "final.pt")
+        hyps = translate(model, bpe, test.src, beam=cfg.train.beam, alpha=results["len_alpha"])
         row = {"mask": spec, "retained": {k: int(masks[k].sum()) if k in masks else n * cfg.model.n_heads
                                          for k, n in layers.items()},
-               "steps": results["steps"], "train_minutes": results["train_minutes"],
-               "test_beam": results["test"][test]["beam"]["bleu"],
-               "test_greedy": results["test"][test]["greedy"]["bleu"], "test_set": test,
-               "run_dir": results["run_dir"], "device": device_name(), "results": results}
+               "steps": results["steps"], "tokens": results["train_tokens"], "train_minutes": results["train_minutes"],
+               "test_beam": results["test"][test.name]["beam"]["bleu"],
+               "test_greedy": results["test"][test.name]["greedy"]["bleu"], "test_set": test.name,
+               "test_hypotheses": hyps, "run_dir": results["run_dir"], "device": device_name(), "results": results}
         write_json(path, row)
     return row
 

@@ -42,6 +42,7 @@ class PruneResult:
     scores: dict[str, torch.Tensor]    # log_alpha (hard-concrete), logits (dsp); empty for fixed
     history: list[dict] = field(default_factory=list)
     minutes: float = 0.0
+    tokens: int = 0                    # target tokens of all the fine-tuning's updates (its budget)
 
     def retained(self) -> dict[str, int]:
         return {k: int(m.sum()) for k, m in self.masks.items()}
@@ -72,7 +73,7 @@ class Pruning:
 
     def __init__(self, model, data: Prepared, cfg: PruneConfig):
         torch.manual_seed(cfg.seed)
-        self.cfg, self.step, self.history, self.seconds = cfg, 0, [], 0.0
+        self.cfg, self.step, self.history, self.seconds, self.tokens = cfg, 0, [], 0.0, 0
         self.model = model = copy.deepcopy(model).train()
         if cfg.fast_kernels:
             model.set_dropout_masks("int16")
@@ -113,6 +114,7 @@ class Pruning:
             done = tqdm(done, total=steps, desc=f"prune {'+'.join(cfg.kinds)} {cfg.method} lambda={lam} k={cfg.k}",
                         leave=False)
         for d in done:
+            self.tokens += d.tokens
             if d.step % 50 == 0 or d.step == last:
                 self.history.append({"step": d.step, "xent": round((d.loss / d.tokens).item(), 4), **(
                     {"lam": lam, "expected_open": round(d.penalty.item(), 2)} if cfg.method == "hard-concrete" else {})})
@@ -123,7 +125,7 @@ class Pruning:
         """Everything `train` reads and changes: `load_state` of it goes on as if never stopped."""
         return {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "step": self.step,
                 "gates": None if self.gates is None else self.gates.state_dict(), "history": list(self.history),
-                "seconds": self.seconds, "rng": torch.get_rng_state()}
+                "seconds": self.seconds, "tokens": self.tokens, "rng": torch.get_rng_state()}
 
     def load_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
@@ -131,6 +133,7 @@ class Pruning:
         if self.gates is not None:
             self.gates.load_state_dict(state["gates"])
         self.step, self.history, self.seconds = state["step"], list(state["history"]), state["seconds"]
+        self.tokens = state["tokens"]
         torch.set_rng_state(state["rng"])
         self.stream = batch_stream(self.train_data, self.cfg.max_tokens, self.cfg.seed, skip=self.step)
 
@@ -146,7 +149,7 @@ class Pruning:
         model.eval()
         masks = {k: model.head_mask(k).cpu() for k in self.cfg.kinds}
         scores = {} if self.gates is None else self.gates.scores()
-        return model, PruneResult(masks, scores, list(self.history), round(self.seconds / 60, 2))
+        return model, PruneResult(masks, scores, list(self.history), round(self.seconds / 60, 2), self.tokens)
 
 
 def prune(model, data: Prepared, cfg: PruneConfig, progress: bool = False) -> tuple[torch.nn.Module, PruneResult]:

@@ -9,59 +9,79 @@ import math
 import pandas as pd
 import torch
 
+from headlib.nn.decode import bleu_difference
 from headlib.nn.masks import canonical, kind_mask
 from headlib.pruning.points import fixed_masks
 
 
-def sweep_table(rows: list[dict], full: dict, tuned: dict | None = None) -> pd.DataFrame:
+def interval(system: dict, baseline: dict | None, refs: list[str] | None) -> tuple[float, float]:
+    """The 95% paired bootstrap interval of BLEU(system) - BLEU(baseline) on the main test set
+    (`bleu_difference` of their "test_hypotheses"); NaNs where a row has no translations kept."""
+    if refs is None or baseline is None or "test_hypotheses" not in system or "test_hypotheses" not in baseline:
+        return math.nan, math.nan
+    d = bleu_difference(system["test_hypotheses"], baseline["test_hypotheses"], refs)
+    return d["low"], d["high"]
+
+
+def sweep_table(rows: list[dict], full: dict, tuned: dict | None = None, refs: list[str] | None = None) -> pd.DataFrame:
     """One row per point: lambda, heads per kind, BLEU, and the change against the unpruned model
     (`full`) and against `tuned`, the point fine-tuned with the smallest lambda (same updates,
-    no head closed), which separates the effect of pruning from that of the extra updates."""
+    no head closed), which separates the effect of pruning from that of the extra updates; each
+    change with its 95% paired bootstrap interval ("... low", "... high") given the test set's
+    references `refs` and rows that kept their translations."""
     table = pd.DataFrame([{"lambda": r["lam"], **{f"{k} heads": r["retained"][k] for k in r["kinds"]},
                            "BLEU": r["test_beam"], "BLEU greedy": r["test_greedy"]} for r in rows])
-    table["vs. full"] = table["BLEU"] - full["test_beam"]
-    if tuned is not None:
-        table["vs. fine-tuned 48"] = table["BLEU"] - tuned["test_beam"]
+    for name, reference in (("vs. full", full), ("vs. fine-tuned 48", tuned)):
+        if reference is not None:
+            table[name] = table["BLEU"] - reference["test_beam"]
+            table[[f"{name} low", f"{name} high"]] = [interval(r, reference, refs) for r in rows]
     return table
 
 
-def pruned_vs_scratch(rows: list[dict], scratch: list[dict]) -> pd.DataFrame:
+def pruned_vs_scratch(rows: list[dict], scratch: list[dict], refs: list[str] | None = None) -> pd.DataFrame:
     """Each pruned point beside the from-scratch run trained with its head mask (Table 2's question):
     one row per point of `rows`, in order, with "mask" (the point's `canonical`), "lambda",
     "pruned" (its test BLEU, beam), "from scratch" (the run's; NaN where no run of `scratch` has the
-    point's mask), "pruned - scratch" and "scratch device" (missing where no run). Masks compare as
-    `canonical`s (kinds with every head open left out), so a run trained with an encoder-only
-    spec matches a point that closed encoder heads only; runs with one spec are one run."""
+    point's mask), "pruned - scratch" with its 95% paired bootstrap interval ("... low", "... high",
+    as `interval` gives it) and "scratch device" (missing where no run). Masks compare as `canonical`s (kinds
+    with every head open left out), so a run trained with an encoder-only spec matches a point that
+    closed encoder heads only; runs with one spec are one run."""
     by_spec = {canonical(s["mask"]): s for s in scratch}
     table = []
     for r in rows:
         spec = canonical(r["mask"])
         s = by_spec.get(spec)
+        low, high = interval(r, s, refs)
         table.append({"mask": spec, "lambda": r["lam"], "pruned": r["test_beam"],
                       "from scratch": s["test_beam"] if s is not None else None,
+                      "pruned - scratch low": low, "pruned - scratch high": high,
                       "scratch device": s["device"] if s is not None else None})
-    table = pd.DataFrame(table, columns=["mask", "lambda", "pruned", "from scratch", "scratch device"])
+    table = pd.DataFrame(table, columns=["mask", "lambda", "pruned", "from scratch", "pruned - scratch low",
+                                         "pruned - scratch high", "scratch device"])
     table["from scratch"] = table["from scratch"].astype(float)                 # None -> NaN
     table.insert(4, "pruned - scratch", table["pruned"] - table["from scratch"])
-    return table                                                                 # (len(rows), 6)
+    return table                                                                 # (len(rows), 8)
 
 
-def scratch_table(rows: list[dict], scratch: list[dict], kind: str = "enc-self") -> pd.DataFrame:
+def scratch_table(rows: list[dict], scratch: list[dict], kind: str = "enc-self",
+                  refs: list[str] | None = None) -> pd.DataFrame:
     """The encoder page's pruned-vs-scratch table: one row per from-scratch run of `scratch`, in
     order, beside the first point of `rows` with its mask (compared as in `pruned_vs_scratch`):
     "encoder heads" (the run's heads of `kind`), "lambda", "pruned", "from scratch", "pruned -
-    scratch" and "scratch device". A run that no point has the mask of is an error."""
+    scratch" with its 95% interval ("... low", "... high") and "scratch device". A run that no point has
+    the mask of is an error."""
     table = []
     for s in scratch:
         spec = canonical(s["mask"])
         point = next((r for r in rows if canonical(r["mask"]) == spec), None)
         if point is None:
             raise ValueError(f"no pruned point has the mask {spec!r} of a from-scratch run")
+        low, high = interval(point, s, refs)
         table.append({"encoder heads": s["retained"][kind], "lambda": point["lam"], "pruned": point["test_beam"],
                       "from scratch": s["test_beam"], "pruned - scratch": point["test_beam"] - s["test_beam"],
-                      "scratch device": s["device"]})
+                      "pruned - scratch low": low, "pruned - scratch high": high, "scratch device": s["device"]})
     return pd.DataFrame(table, columns=["encoder heads", "lambda", "pruned", "from scratch", "pruned - scratch",
-                                        "scratch device"])                       # (len(scratch), 6)
+                                        "pruned - scratch low", "pruned - scratch high", "scratch device"])  # (runs, 8)
 
 
 def method_gaps(methods: pd.DataFrame) -> pd.DataFrame:

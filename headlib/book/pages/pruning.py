@@ -262,7 +262,8 @@ def all_table(s: Sweep) -> pd.DataFrame:
     table = sweep_table(s.rows, s.full)
     table.insert(4, "total heads", table[[f"{k} heads" for k in KINDS]].sum(axis=1))
     versus = pruned_vs_scratch(s.rows, s.scratch)
-    table[["from scratch", "pruned - scratch"]] = versus[["from scratch", "pruned - scratch"]]
+    compared = ["from scratch", "pruned - scratch", "pruned - scratch low", "pruned - scratch high"]
+    table[compared] = versus[compared]
     table.to_csv(s.out.parent / "pruning_all_attention.csv", index=False)
     return table
 
