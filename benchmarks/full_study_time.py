@@ -10,9 +10,11 @@ training phase trains the profile's recipe (a fixed number of updates) from scra
 points under results/ are reused only when the new model's fingerprint matches theirs, which on
 another machine it does not, so every sweep is recomputed.
 `--summarize DIR` only writes the JSON of a clone whose run finished (phase seconds from its log).
-`--from-records` sums what the committed records of (pair, seed 1) say each phase took, for a study
-computed in units over several sessions (a training, the Sec. 6 points and from-scratch runs, the
-pages executed from them): measured phase by phase, on the machines each record names, not in one go.
+`--from-records` sums what the committed records of (pair, seed 1) say each unit took, for a study
+computed in units over several sessions (a release, the Sec. 6 paths, validations and from-scratch
+runs, the pages executed from them), and lists the units still to compute:
+
+    python benchmarks/full_study_time.py --from-records --json results/cpu/benchmarks/full_study_time.json
 """
 from __future__ import annotations
 
@@ -24,8 +26,12 @@ import subprocess
 import time
 from pathlib import Path
 
+from headlib.book.pages.claims import done_units, pending_units
+from headlib.config import get_config
 from headlib.files import write_json
 from headlib.settings import settings
+from headlib.train.machine import machine
+from headlib.train.records import run_record
 
 REPO = settings().root
 
@@ -67,51 +73,19 @@ def summarize(clone: Path, pairs: str, log_text: str) -> dict:
             "total_seconds": sum(phases.values())}
 
 
-def same_recipe(scratch: dict, baseline: dict) -> bool:
-    """A from-scratch run's config is the baseline's but for its fixed mask and its budget."""
-    def recipe(cfg):
-        return {**cfg, "model": {**cfg["model"], "head_mask": ""}, "train": {**cfg["train"], "max_steps": 0}}
-    return recipe(scratch) == recipe(baseline)
-
-
-def from_records(pair: str, results: Path = REPO / "results" / "cpu", book: Path = REPO / "book" / "executed"
-                 ) -> dict:
-    """Minutes of each phase of (pair, seed 1) as its committed records give them: the training
-    (train_minutes: the update loop with its evaluations, not the final scoring), every Sec. 6
-    point (fine-tuning and scoring; a path as one unit), every from-scratch
-    run (less the `paused_minutes` its record notes, when its process was stopped by hand), and
-    every executed page (its manifest's seconds; a page run from cached points does not include
-    them). Missing minutes are listed, not guessed."""
-    seed = results / pair / "seed1"
-    training = json.loads((seed / "training_results.json").read_text())
-    units, missing = {}, []
-    for path in sorted((seed / "pruning").glob("*.json")):
-        row = json.loads(path.read_text())
-        if "points" in row:          # a continuation path: prune_minutes counts the path's fine-tuning so far
-            mine = [p for p in row["points"] if p.get("model") == training["fingerprint"]]
-            if mine:
-                units[path.stem] = mine[-1]["prune_minutes"] + sum(p.get("score_minutes", 0) for p in mine)
-                if not row["finished"]:
-                    missing.append(f"{path.stem}: unfinished ({len(mine)} of {len(row['lams'])} lambdas)")
-        elif row.get("model") == training["fingerprint"] and "prune_minutes" in row:
-            units[path.stem] = row["prune_minutes"] + row.get("score_minutes", 0)
-            if "score_minutes" not in row:
-                missing.append(f"{path.stem}: scoring")
-        elif path.stem.startswith("scratch-") and same_recipe(row["results"]["config"], training["config"]):
-            units[path.stem] = row["train_minutes"] - row.get("paused_minutes", 0)   # a run stopped by hand
-    pages = {}
-    for path in sorted((book / pair / "seed1").glob("*.manifest.json")):
-        m = json.loads(path.read_text())
-        if m.get("model", {}) and m["model"].get("fingerprint") == training["fingerprint"]:
-            pages[m["notebook"]] = round(m["seconds"] / 60, 2)
-        else:
-            missing.append(f"{m['notebook']}: executed on another model")
-    total = training["train_minutes"] + sum(units.values()) + sum(pages.values())
-    return {"pair": pair, "model": training["run_dir"], "fingerprint": training["fingerprint"],
-            "training_machine": training["machine"], "training_minutes": training["train_minutes"],
-            "unit_minutes": {k: round(v, 2) for k, v in units.items()}, "page_minutes": pages,
-            "total_minutes": round(total, 1), "not_counted": missing,
-            "how": "summed from committed records, phase by phase (not one run)"}
+def from_records(pair: str, seed: int = 1) -> dict:
+    """Minutes of each unit of (pair, seed) as its committed records give them
+    (`headlib.book.pages.claims.done_units`: the release card's training and release, each executed
+    page's manifest, each Sec. 6 path, validation and from-scratch run), their sum, and the units
+    still to compute with their commands (`pending_units`)."""
+    out = settings().book
+    done, pending = done_units("cpu", pair, seed, out), pending_units("cpu", pair, seed, out)
+    card = run_record(get_config("cpu", [f"train.seed={seed}"], pair=pair)) or {}
+    return {"pair": pair, "seed": seed, "model": card.get("fingerprint"), "training_machine": card.get("machine"),
+            "summarized_on": machine(), "units": done.to_dict("records"),
+            "total_minutes": round(float(done["minutes"].sum()), 1), "pending": pending.to_dict("records"),
+            "how": "summed from committed records, unit by unit over sessions (not one run); each unit's minutes "
+                   "as measured where it ran"}
 
 
 def main() -> None:

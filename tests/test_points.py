@@ -273,3 +273,9 @@ def test_the_command_line_computes_a_settings_curve_with_its_validation_then_the
                               baseline, "encoder")
     trained = {(r["mask"], r["steps"]) for r in points.scratch_rows(out)}
     assert set(plan) <= trained
+    # each unit's measured minutes, as the Claims page and the study's time list them
+    from headlib.book.pages.claims import pruning_units
+    units = pruning_units("smoke", "en-de", 1)
+    assert [u["step"].split(":")[0].split(" (")[0] for u in units] == \
+        ["Sec. 6.2 path", "Sec. 6.2 validation", *["from scratch"] * len(points.scratch_rows(out))]
+    assert all(u["minutes"] >= 0 for u in units) and "--no-validate" in units[0]["command"]

@@ -17,8 +17,8 @@ from headlib.pruning.points import (SETTINGS, fixed_masks, full_point, independe
                                     scratch_point, validate_curve, validation_lambdas)
 from headlib.pruning.prune import PruneConfig
 from headlib.settings import results_dir
-from headlib.train.records import RecordedModel, recorded_model, run_record, weights
-from headlib.train import Prepared, prepare_data, run_dir
+from headlib.train.records import recorded_model, weights
+from headlib.train import Prepared, prepare_data
 
 
 def parser() -> argparse.ArgumentParser:
@@ -54,12 +54,11 @@ def pick(a: argparse.Namespace, out: Path) -> None:
 
 def scratches(a: argparse.Namespace, out: Path) -> None:
     """A setting's from-scratch runs, planned from its finished curve (needs the committed curve and
-    the baseline's record, not its weights)."""
-    cfg = get_config(a.profile, [f"train.seed={a.seed}"], pair=a.pair)
-    base = run_record(cfg)
-    rows = points(out, SETTINGS[a.setting], RecordedModel(base, run_dir(cfg) / "final.pt")) if base else []
+    the baseline's release or record, not a trained run's weights)."""
+    model, base = recorded_model(a.profile, a.pair, a.seed)
+    rows = points(out, SETTINGS[a.setting], model)
     if not rows:
-        raise SystemExit(f"scratches: no trained baseline record or no finished {a.setting} curve under {out}")
+        raise SystemExit(f"scratches: no finished {a.setting} curve of this baseline under {out}")
     for spec, steps in scratch_plan(rows, scratch_head_counts(a.profile, a.setting), base["steps"], a.setting):
         row = scratch_point(a.profile, a.pair, a.seed, spec, steps, out, progress=True)
         print(json.dumps({k: row[k] for k in ("retained", "test_beam", "steps", "device")}), flush=True)

@@ -2,15 +2,20 @@
 claims.csv), which model each verdict comes from, and the verdicts of every pair with results."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 
-from headlib.book.keys import page_runs
-from headlib.book.plan import NOTEBOOKS, default_out
+from headlib.book.keys import page_runs, read_manifest
+from headlib.book.plan import NOTEBOOKS, Task, default_out, planned
 from headlib.claims import VERDICT_KEYS, claims_table, other_models_note, verdicts
 from headlib.config import get_config
-from headlib.train import run_dir
+from headlib.profiles import PruneConfig, grids
+from headlib.pruning.points import SETTINGS, path_name, point_name, scratch_rows
+from headlib.settings import results_dir
+from headlib.train import release, run_dir
+from headlib.train.records import run_record
 
 
 def own_run(profile: str, pair: str, seed: int) -> str:
@@ -59,16 +64,13 @@ def across_pairs(profile: str, seed: int, out: Path) -> tuple[pd.DataFrame, list
 def pending_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame:
     """What the study still lacks (Markdown-ready rows: what, and what it needs): this unit's pages
     not in the book `out`, then the profile's other units (`Grids.units`) without a release."""
-    from headlib.book.plan import planned
-    from headlib.profiles import grids
-    from headlib.train.release import release_dir
     fill = {"profile": profile, "pair": pair, "seed": seed}
     rows = [{"unit": f"{task.nb.caption} ({task.pair}, seed {task.seed})", "needs": task.nb.needs.format(**fill)}
             for task in planned(NOTEBOOKS, profile, [pair], [seed])
             if (task.pair == pair or task.nb.pair) and task.nb.needs and not task.output(out).is_file()]
     for unit in grids(profile).units:
         other, other_seed = unit.split("/")
-        released = (release_dir(profile, other, int(other_seed)) / "card.json").is_file()
+        released = (release.release_dir(profile, other, int(other_seed)) / release.CARD).is_file()
         if (other, int(other_seed)) != (pair, seed) and not released:
             rows.append({"unit": f"{other}, seed {other_seed}: every page",
                          "needs": NOTEBOOKS[0].needs.format(profile=profile, pair=other, seed=other_seed)})
@@ -78,9 +80,6 @@ def pending_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame
 def done_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame:
     """The measured time of each step behind this unit's pages: training and releasing its model (its
     card) and executing each page before this one (the manifests in the book `out`), in minutes."""
-    from headlib.book.keys import read_manifest
-    from headlib.book.plan import Task
-    from headlib.train.records import run_record
     card = run_record(get_config(profile, [f"train.seed={seed}"], pair=pair)) or {}
     rows = []
     if card.get("steps"):
@@ -96,4 +95,41 @@ def done_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame:
             rows.append({"step": f"page {nb.caption}", "minutes": round(manifest["seconds"] / 60, 2),
                          "command": f"python -m headlib.book run --profile {profile} --pairs {pair} --seeds {seed} "
                                     f"--notebooks {nb.name}"})
+    rows += pruning_units(profile, pair, seed)
     return pd.DataFrame(rows, columns=["step", "minutes", "command"])
+
+
+def pruning_units(profile: str, pair: str, seed: int) -> list[dict]:
+    """The Sec. 6 units computed so far (their records under results/.../pruning): each setting's
+    continuation path with the unpruned model's scoring, its independent validation fine-tunings,
+    and each from-scratch run; minutes of fine-tuning or training plus scoring, as the records give
+    them."""
+    out, grid = results_dir(profile, pair, seed) / "pruning", grids(profile)
+    where = f"--profile {profile} --pair {pair} --seed {seed}"
+    minutes = lambda r: r.get("prune_minutes", 0) + r.get("score_minutes", 0)
+    rows = []
+    for setting, kinds in SETTINGS.items():
+        section = "6.2" if setting == "encoder" else "6.3"
+        path = out / path_name(PruneConfig(kinds=kinds, steps=grid.finetune_steps // grid.path_share))
+        if not path.is_file() or not (curve := json.loads(path.read_text()))["finished"]:
+            continue
+        full = json.loads((out / "full.json").read_text()) if (out / "full.json").is_file() else {}
+        points = curve["points"]
+        rows.append({"step": f"Sec. {section} path: {len(points)} lambdas x {points[0]['path_updates']} updates, "
+                             f"each point scored (and the unpruned model)",
+                     "minutes": round(sum(map(minutes, points)) + full.get("score_minutes", 0), 2),
+                     "command": f"python -m headlib.pruning curve --setting {setting} --no-validate {where}"})
+        if (checked := out / f"{'+'.join(kinds)}-path-validation.json").is_file():
+            lams = [p["lam"] for p in json.loads(checked.read_text())["points"]]
+            independent = [json.loads((out / point_name(PruneConfig(kinds=kinds, lam=lam, steps=grid.finetune_steps,
+                                                                    seed=seed))).read_text()) for lam in lams]
+            rows.append({"step": f"Sec. {section} validation: {len(lams)} independent fine-tunings x "
+                                 f"{grid.finetune_steps} updates, scored",
+                         "minutes": round(sum(map(minutes, independent)), 2),
+                         "command": f"python -m headlib.pruning curve --setting {setting} {where}"})
+    for run in scratch_rows(out):
+        heads = ", ".join(f"{k} {n}" for k, n in run["retained"].items())
+        rows.append({"step": f"from scratch ({heads} heads, {run['steps']:,} updates)", "minutes": run["train_minutes"],
+                     "command": f"python -m headlib.pruning scratch --spec '{run['mask']}' --max-steps {run['steps']} "
+                                f"{where}"})
+    return rows
