@@ -21,7 +21,7 @@ from headlib.book.toc import build
 from headlib.book.verification import committed_units, report, verify
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     from headlib.config import PROFILES
     from headlib.data.corpora import PAIRS
     parser = argparse.ArgumentParser(prog="python -m headlib.book", description=__doc__,
@@ -43,7 +43,11 @@ def main(argv=None) -> int:
         if name == "verify":
             p.add_argument("--pair", help="the unit's pair (default: every unit with pages in the book)")
             p.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     out = Path(args.out) if args.out else default_out(args.profile)
     try:
         if args.command == "run":

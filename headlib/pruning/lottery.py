@@ -61,6 +61,26 @@ def _trainer(cfg, out: Path, progress: bool) -> Trainer:
     return trainer
 
 
+def early_phase(cfg, work: Path, prune_at: int, rewind_to: int, progress: bool) -> Trainer:
+    """Phase 1: the baseline's recipe `cfg` trained to `prune_at` updates in work/early, its whole
+    training state at `rewind_to` kept as work/rewind.pt; the baseline's learning rates throughout
+    (its decay to 0 at its last update, not at `prune_at`). Resumable."""
+    early_dir, rewind = work / "early", work / "rewind.pt"
+    if not rewind.is_file():
+        shutil.rmtree(early_dir, ignore_errors=True)
+        trainer = _trainer(cfg, early_dir, progress)
+        early_dir.mkdir(parents=True)
+        if rewind_to:
+            trainer.fit(stop_after=rewind_to)
+        trainer.save()   # rewind_to = 0: the initial weights
+        shutil.copyfile(early_dir / "last.pt", rewind)
+    trainer = _trainer(cfg, early_dir, progress)
+    if trainer.state["step"] < prune_at:
+        trainer.fit(stop_after=prune_at)
+        trainer.save()
+    return trainer
+
+
 def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool = False) -> dict:
     """The lottery point of the (profile, pair, seed) baseline; resumable at every phase."""
     model, bpe, base = trained_model(profile, pair, seed)
@@ -79,21 +99,8 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
         return row
     early_cfg = get_config(profile, [f"train.seed={seed}"], pair=pair)   # the baseline's recipe and rates
     work = artifacts_dir() / "lottery" / f"{run_dir(early_cfg).name}-k{cfg.k}-p{prune_at}-r{rewind_to}"
-    early_dir, rewind = work / "early", work / "rewind.pt"
-    # 1. early phase, keeping the state at `rewind_to`; the baseline's learning rates throughout
-    # (its decay to 0 at `total`, not at `prune_at`)
-    if not rewind.is_file():
-        shutil.rmtree(early_dir, ignore_errors=True)
-        trainer = _trainer(early_cfg, early_dir, progress)
-        early_dir.mkdir(parents=True)
-        if rewind_to:
-            trainer.fit(stop_after=rewind_to)
-        trainer.save()   # rewind_to = 0: the initial weights
-        shutil.copyfile(early_dir / "last.pt", rewind)
-    trainer = _trainer(early_cfg, early_dir, progress)
-    if trainer.state["step"] < prune_at:
-        trainer.fit(stop_after=prune_at)
-        trainer.save()
+    rewind = work / "rewind.pt"
+    trainer = early_phase(early_cfg, work, prune_at, rewind_to, progress)             # 1.
     history = trainer.state["history"]
     early = {"steps": prune_at, "minutes": round(trainer.state["elapsed"] / 60, 2),
              "dev_bleu": history[-1]["dev_bleu"] if history and history[-1]["step"] == prune_at
