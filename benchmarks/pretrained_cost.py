@@ -11,7 +11,7 @@ each sentence decoded for as many steps as its reference has pieces (random weig
 by themselves; a translating model stops near there). A teacher-forced update's cost does not
 depend on the weights, so these are measurements of the real model's cost, not of its quality.
 
-From them, and from the profile's grids (`headlib.config.grids`: lambdas, updates, the path's
+From them, and from the profile's grids (`headlib.profiles.grids`: lambdas, updates, the path's
 share, validation points), an estimate of each Sec. 6 page on the opus-mt model: its fine-tuning
 updates, plus one scoring per point (dev greedy, test greedy and beam: `evaluate_masked`).
 

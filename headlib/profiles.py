@@ -23,7 +23,7 @@ from headlib.config import PROFILES, Config
 class Grids:
     """A profile's experiment grids: what the Sec. 6 pages sweep. Not part of a run's config (nor
     of its digest): a grid says which points a page computes, each point is keyed by its own
-    values. The GPU scripts read them too (`python -m headlib.config grids --profile cpu`)."""
+    values. The GPU scripts read them too (`python -m headlib grids --profile cpu --key lambdas_encoder`)."""
     # Sec. 6's lambda grids, chosen on dev before the points (the paper publishes none): the
     # encoder's self-attention with the decoder frozen (Sec. 6.2), and all three kinds (Sec. 6.3).
     lambdas_encoder: tuple[float, ...] = (0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.007, 0.01, 0.02, 0.05,

@@ -8,7 +8,7 @@
 # Needs what scripts/gpu_sweep.sh needs, and importance_measures.csv (written by notebook 08).
 set -u
 PROFILE=${PROFILE:-cpu}; PAIR=${PAIR:-en-de}; SEED=${SEED:-1}
-grid() { python3 -m headlib grids --profile "$PROFILE" --key "$@"; }   # the profile's grids (headlib.config.Grids)
+grid() { python3 -m headlib grids --profile "$PROFILE" --key "$@"; }   # the profile's grids (headlib.profiles.Grids)
 STEPS=${STEPS:-$(grid finetune_steps)}; K=${K:-$(grid method_heads)}
 LABELS=${LABELS:-$(seq -s, -f "random-s%g" 1 "$(grid random_masks)"),michel,confidence,lrp}
 LOG=${LOG:-artifacts/logs/gpu_methods}; DEADLINE=${DEADLINE:-3000}; MAX_JOBS=${MAX_JOBS:-12}

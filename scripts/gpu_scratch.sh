@@ -6,7 +6,7 @@
 # trained baseline. Each run writes results/<profile>/<pair>/seed<seed>/pruning/scratch-<digest>.json.
 set -u
 PROFILE=${PROFILE:-cpu}; PAIR=${PAIR:-en-de}; SEED=${SEED:-1}
-K=${K:-$(python3 -m headlib grids --profile "$PROFILE" --key method_heads)}   # the profile's grid (headlib.config.Grids)
+K=${K:-$(python3 -m headlib grids --profile "$PROFILE" --key method_heads)}   # the profile's grid (headlib.profiles.Grids)
 LOG=${LOG:-artifacts/logs/gpu_scratch}; DEADLINE=${DEADLINE:-3000}
 RESULTS=results/$PROFILE/$PAIR/seed$SEED
 STEPS=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['steps'])" "$RESULTS/training_results.json")

@@ -16,7 +16,7 @@
 set -u
 PROFILE=${PROFILE:-cpu}; PAIR=${PAIR:-en-de}; SEED=${SEED:-1}
 LOG=${LOG:-artifacts/logs/gpu_sweep}; DEADLINE=${DEADLINE:-3000}
-# The profile's grids (headlib.config.Grids): lambdas two per process, fine-tuning updates, and the
+# The profile's grids (headlib.profiles.Grids): lambdas two per process, fine-tuning updates, and the
 # head counts trained from scratch.
 grid() { python3 -m headlib grids --profile "$PROFILE" --key "$@"; }
 ENC_LAMS=($(grid lambdas_encoder --groups 2)); ALL_LAMS=($(grid lambdas_all --groups 2))

@@ -281,3 +281,14 @@ def test_c1_ranks_heads_within_their_layer_and_tests_the_rare_word_exception(tmp
     slow = np.array([np.mean([spearmanr(g["relevance"], rng.permutation(g["confidence"].values)).statistic
                               for g in groups]) for _ in range(4000)])
     assert p == pytest.approx((1 + (slow >= observed - 1e-12).sum()) / 4001, abs=0.01)
+
+
+def test_differences_without_intervals_are_not_measured(tmp_path):
+    """A table whose points kept no translations (no intervals) gives no C6 or C7 verdict."""
+    pd.DataFrame({"lambda": [0.001, 0.01], "enc-self heads": [48, 12], "BLEU": [30.0, 29.7], "vs. full": [0.2, -0.1],
+                  "vs. fine-tuned 48": [0.0, -0.3]}).to_csv(tmp_path / "pruning_encoder.csv", index=False)
+    pd.DataFrame({"pruned - scratch": [0.4], "pruned - scratch low": [float("nan")],
+                  "pruned - scratch high": [float("nan")]}).to_csv(tmp_path / "pruning_encoder_scratch.csv", index=False)
+    table = claims_table(tmp_path).set_index("claim")
+    assert table.loc["C6", "verdict"] == table.loc["C7", "verdict"] == MISSING
+    assert "no 95% intervals" in table.loc["C7", "ours"]

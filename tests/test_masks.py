@@ -9,7 +9,7 @@ from headlib.nn.masks import canonical, kind_mask, parse_spec, to_spec
 LAYERS = {"enc-self": 2, "dec-self": 2, "dec-enc": 2}
 
 
-def test_mask_spec_round_trip_and_errors_name_the_key():
+def test_specs_and_tensors_round_trip_and_errors_name_the_key():
     masks = {"enc-self": torch.tensor([[1.0, 0, 1, 1], [0, 0, 0, 1]]), "dec-enc": torch.ones(2, 4)}
     spec = to_spec(masks)
     assert spec == "enc-self:1011/0001,dec-enc:1111/1111"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 
 from headlib.data.batching import Encoded, collate, make_batches
-from headlib.nn.model import KINDS
 from headlib.nn.loss import token_loss
+from headlib.nn.model import KINDS
 
 
 def gradient_importance(model, pairs: Encoded, kinds=("enc-self",), max_tokens: int = 4096,

@@ -2,7 +2,7 @@
 and the (notebook, profile, pair, seed) tasks of a run.
 
 Each (notebook, pair, seed) is executed with the parameters `profile`, `pair` and `seed` (and no
-others: a page's sizes come from its profile's grids, `headlib.config.Grids`), so batch reruns
+others: a page's sizes come from its profile's grids, `headlib.profiles.Grids`), so batch reruns
 write each pair and seed into its own output and a run for one pair keeps the outputs of the others.
 """
 from __future__ import annotations

@@ -28,13 +28,13 @@ def notebook_parameters(path: Path) -> list[str]:
 
 def check_parameters(path: Path) -> None:
     """The parameters cell assigns `PARAMETERS` and nothing else: a page is run for a profile, a pair
-    and a seed, and its sizes come from the profile's grids (`headlib.config.Grids`)."""
+    and a seed, and its sizes come from the profile's grids (`headlib.profiles.Grids`)."""
     names = notebook_parameters(path)
     if missing := [p for p in PARAMETERS if p not in names]:
         raise BookError(f"{path}: the parameters cell does not assign {', '.join(missing)}")
     if extra := [n for n in names if n not in PARAMETERS]:
         raise BookError(f"{path}: the parameters cell assigns {', '.join(extra)}; a page's parameters are "
-                        f"{', '.join(PARAMETERS)} only (sizes come from the profile's grids, headlib.config.Grids)")
+                        f"{', '.join(PARAMETERS)} only (sizes come from the profile's grids, headlib.profiles.Grids)")
 
 
 def code_size(path: Path) -> tuple[int, list[str]]:

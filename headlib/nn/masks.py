@@ -11,7 +11,10 @@ the same model compare equal.
 """
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 def spec_rows(spec: str, layers: dict[str, int], n_heads: int) -> dict[str, list[str]]:
@@ -33,6 +36,7 @@ def spec_rows(spec: str, layers: dict[str, int], n_heads: int) -> dict[str, list
 
 def parse_spec(spec: str, layers: dict[str, int], n_heads: int) -> dict[str, torch.Tensor]:
     """A spec as {kind: (layers, heads) 0/1 float tensor}, checked as `spec_rows` checks it."""
+    import torch   # here, not at the top: the config validates specs without loading torch
     return {kind: torch.tensor([[float(c) for c in r] for r in rows])
             for kind, rows in spec_rows(spec, layers, n_heads).items()}
 

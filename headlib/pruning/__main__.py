@@ -17,8 +17,8 @@ from headlib.pruning.points import (SETTINGS, fixed_masks, full_point, independe
                                     scratch_point, validate_curve, validation_lambdas)
 from headlib.pruning.prune import PruneConfig
 from headlib.settings import results_dir
-from headlib.train.records import recorded_model, weights
-from headlib.train import Prepared, prepare_data
+from headlib.train import Prepared, prepare_data, release
+from headlib.train.records import recorded_model, run_record, weights
 
 
 def parser() -> argparse.ArgumentParser:
@@ -55,6 +55,10 @@ def pick(a: argparse.Namespace, out: Path) -> None:
 def scratches(a: argparse.Namespace, out: Path) -> None:
     """A setting's from-scratch runs, planned from its finished curve (needs the committed curve and
     the baseline's release or record, not a trained run's weights)."""
+    cfg = get_config(a.profile, [f"train.seed={a.seed}"], pair=a.pair)
+    if release.release_of(cfg) is None and run_record(cfg) is None:
+        raise SystemExit(f"scratches: no release and no record of the {a.profile} {a.pair} seed {a.seed} baseline: "
+                         f"train it first (python -m headlib train --profile {a.profile} --pair {a.pair} --seed {a.seed})")
     model, base = recorded_model(a.profile, a.pair, a.seed)
     rows = points(out, SETTINGS[a.setting], model)
     if not rows:
@@ -123,7 +127,7 @@ def fixed_configs(a: argparse.Namespace, out: Path) -> list[PruneConfig]:
             if label in a.labels.split(",")]
 
 
-def fine_tune(cfgs: list[PruneConfig], a: argparse.Namespace, out: Path, b: Baseline) -> None:
+def run_points(cfgs: list[PruneConfig], a: argparse.Namespace, out: Path, b: Baseline) -> None:
     """prune, dsp, fixed: the point of each of `cfgs` (cached: `prune_point`), a JSON line each."""
     for cfg in cfgs:
         row = prune_point(b.model, b.data, cfg, a.pair, b.len_alpha, b.beam, out)
@@ -146,7 +150,7 @@ def main(argv=None) -> None:
         full_point(b.model, b.data, a.pair, b.len_alpha, b.beam, out)
     if a.what == "curve":
         return curve(a, out, b)
-    fine_tune(CONFIGS[a.what](a, out), a, out, b)
+    run_points(CONFIGS[a.what](a, out), a, out, b)
 
 
 if __name__ == "__main__":

@@ -37,9 +37,9 @@ from headlib.files import artifacts_dir, load_checkpoint, write_json
 from headlib.nn.decode import evaluate_bleu
 from headlib.nn.masks import canonical, parse_spec, to_spec
 from headlib.profiles import LotteryConfig
-from headlib.pruning.shrink import encoder_batches, encoder_seconds, shrink, with_masks
 from headlib.pruning.points import (device_name, matched_budget, nearest, points, scratch_config,
                                     scratch_rows)
+from headlib.pruning.shrink import encoder_batches, encoder_seconds, shrink, with_masks
 from headlib.settings import results_dir
 from headlib.train import Trainer, finalize, load_model, run_dir, start_from, trained_model
 

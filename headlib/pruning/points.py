@@ -26,15 +26,15 @@ import torch
 
 from headlib.analysis.importance import keep_top, random_mask
 from headlib.config import get_config
-from headlib.profiles import Grids, grids
 from headlib.data.corpora import load_split, main_test_set
 from headlib.files import artifacts_dir, write_json
 from headlib.nn.decode import evaluate_bleu, paired_bootstrap, score, translate
 from headlib.nn.masks import canonical, kind_mask, parse_spec, to_spec
 from headlib.nn.model import KINDS
+from headlib.profiles import Grids, grids
 from headlib.pruning.prune import PruneConfig, prune, prune_path, saved_path
-from headlib.train.records import weights
 from headlib.train import Prepared, load_model, run_dir, train
+from headlib.train.records import weights
 
 
 def device_name() -> str:
@@ -134,8 +134,8 @@ def path_name(cfg: PruneConfig) -> str:
 def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair: str, len_alpha: float,
                 beam: int, out: Path, progress: bool = False) -> list[dict]:
     """The continuation path (`prune.prune_path`): `cfg.steps` updates at each lambda of `lams`, in
-    order, each point scored as `prune_point` scores one, with `path_updates` (the path's updates
-    up to it) and its dev translations. Written to out/`path_name` after every point; a finished
+    order, each point scored as `prune_point` scores one, with `path_updates` and `path_tokens` (the
+    path's updates and target tokens up to it) and its dev and test translations. Written to out/`path_name` after every point; a finished
     path of the same lambdas, settings and model is read back. An unfinished one resumes from its
     checkpoint under artifacts/ (`path_checkpoint`) when that is on this machine, else starts again."""
     path, fingerprint = out / path_name(cfg), model.fingerprint()
@@ -218,7 +218,7 @@ def pruning_curve(model, data: Prepared, kinds: tuple[str, ...], lams: list[floa
 
 
 # Sec. 6's pruning settings and the kinds each gates: the encoder's self-attention with the decoder
-# frozen (Sec. 6.2), all three kinds (Sec. 6.3). Their grids are the profile's (`headlib.config.Grids`).
+# frozen (Sec. 6.2), all three kinds (Sec. 6.3). Their grids are the profile's (`headlib.profiles.Grids`).
 SETTINGS = {"encoder": ("enc-self",), "all": KINDS}
 
 
@@ -286,12 +286,12 @@ def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int,
         layers = cfg.model.layer_counts()
         masks = parse_spec(spec, layers, cfg.model.n_heads)
         test = load_split(pair, main_test_set(pair))
-        model, bpe, _ = load_model(run_dir(cfg) / "final.pt")
+        model, bpe, _ = load_model(run_dir(cfg) / "final.pt", map_location="cuda" if torch.cuda.is_available() else "cpu")
         hyps = translate(model, bpe, test.src, beam=cfg.train.beam, alpha=results["len_alpha"])
         row = {"mask": spec, "retained": {k: int(masks[k].sum()) if k in masks else n * cfg.model.n_heads
                                          for k, n in layers.items()},
                "steps": results["steps"], "tokens": results["train_tokens"], "train_minutes": results["train_minutes"],
-               "test_beam": results["test"][test.name]["beam"]["bleu"],
+               "test_beam": score(hyps, list(test.tgt))["bleu"],   # the translations' own, as intervals use them
                "test_greedy": results["test"][test.name]["greedy"]["bleu"], "test_set": test.name,
                "test_hypotheses": hyps, "run_dir": results["run_dir"], "device": device_name(), "results": results}
         write_json(path, row)

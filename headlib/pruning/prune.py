@@ -41,8 +41,8 @@ class PruneResult:
     masks: dict[str, torch.Tensor]
     scores: dict[str, torch.Tensor]    # log_alpha (hard-concrete), logits (dsp); empty for fixed
     history: list[dict] = field(default_factory=list)
-    minutes: float = 0.0
-    tokens: int = 0                    # target tokens of all the fine-tuning's updates (its budget)
+    minutes: float = 0.0               # of fine-tuning so far (on a path: since its first lambda)
+    tokens: int = 0                    # target tokens of the fine-tuning's updates so far (on a path: since its first)
 
     def retained(self) -> dict[str, int]:
         return {k: int(m.sum()) for k, m in self.masks.items()}
@@ -78,7 +78,7 @@ class Pruning:
         if cfg.fast_kernels:
             model.set_dropout_masks("int16")
         shapes = {k: tuple(model.head_mask(k).shape) for k in cfg.kinds}
-        self.device = dev = next(model.parameters()).device
+        dev = next(model.parameters()).device
         gates = make_gates(cfg, shapes)
         if gates is None:
             fixed = parse_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
@@ -192,5 +192,6 @@ def saved_path(checkpoint: Path, fingerprint: str, cfg: PruneConfig, lams: Seque
     if not Path(checkpoint).is_file():
         return None
     saved = load_checkpoint(checkpoint, "pruning path checkpoint")
-    same = saved["model"] == fingerprint and saved["prune_config"] == dataclasses.asdict(cfg)
+    same = (saved["model"] == fingerprint and saved["prune_config"] == dataclasses.asdict(cfg)
+            and "tokens" in saved["state"])   # a path saved before budgets were counted in tokens starts again
     return saved if same and list(lams[:len(saved["lams"])]) == saved["lams"] else None

@@ -25,9 +25,9 @@ import time
 import torch
 
 from headlib.data.batching import Encoded, batch_stream
+from headlib.nn.loss import token_loss
 from headlib.nn.model import KINDS
 from headlib.profiles import AdaptConfig
-from headlib.nn.loss import token_loss
 from headlib.train import fine_tune, one_batch_updates
 
 Head = tuple[str, int, int]   # (kind, layer, head), 0-based layer and head

@@ -27,8 +27,8 @@ from headlib.config import get_config
 from headlib.data.corpora import load_split, main_test_set
 from headlib.files import write_json
 from headlib.settings import results_dir
-from headlib.train.records import model_id, record_digest, run_record
 from headlib.train import trained_model
+from headlib.train.records import model_id, record_digest, run_record
 
 
 def head_profile(model, bpe, sentences, rule: str = "conservative") -> pd.DataFrame:

@@ -40,8 +40,8 @@ from headlib.profiles import DomainConfig, profile
 from headlib.settings import results_dir
 from headlib.studies import adapt
 from headlib.studies.seeds import structure_agreement
-from headlib.train.records import model_id
 from headlib.train import encode_corpus, initial_model, trained_model
+from headlib.train.records import model_id
 
 NEWS, TATOEBA = "en-ru.news", "en-ru.tatoeba"
 

@@ -55,7 +55,7 @@ def fine_tune(model: torch.nn.Module, optimizer: torch.optim.Optimizer, updates:
               after_backward: Callable[[], None] | None = None) -> Iterator[Done]:
     """`steps` updates of `model` (numbered from `start`), one per item of `updates`, as the
     module docstring says; `no_sync`: the DDP wrapper's, to skip the gradient all-reduce on all
-    but the last micro-batch. `loss` and `penalty` run under bf16 autocast if `bf16`."""
+    but the last micro-batch. `loss` runs under bf16 autocast if `bf16` (the penalty does not)."""
     device = next(model.parameters()).device
     updates = iter(updates)
     for step in range(start, start + steps):
@@ -67,7 +67,7 @@ def fine_tune(model: torch.nn.Module, optimizer: torch.optim.Optimizer, updates:
         if before is not None:
             before(step)
         optimizer.zero_grad(set_to_none=True)
-        total, value = torch.zeros(()), None
+        total, value = None, None
         for j, batch in enumerate(update.batches):
             last = j == len(update.batches) - 1
             sync = contextlib.nullcontext() if last or no_sync is None else no_sync()
@@ -79,7 +79,7 @@ def fine_tune(model: torch.nn.Module, optimizer: torch.optim.Optimizer, updates:
                     value = penalty()
                     objective = objective + weight * value
                 objective.backward()
-            total = total + summed.detach().cpu()
+            total = summed.detach() if total is None else total + summed.detach()
         if after_backward is not None:
             after_backward()
         if clip_norm > 0:

@@ -59,10 +59,6 @@ def lr_at(step: int, cfg: Config) -> float:
     return t.lr * max(t.max_steps - step, 0) / max(t.max_steps - t.warmup, 1)
 
 
-def autocast(cfg: Config, dev: torch.device):
-    return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.train.bf16)
-
-
 def average_weights(paths: list[Path]) -> dict:
     states = [load_checkpoint(p, "weight snapshot", weights_only=True) for p in paths]
     return {k: sum(s[k].double() for s in states).div(len(states)).to(states[0][k].dtype)
@@ -188,8 +184,9 @@ class Trainer:
 
     def fit(self, stop_after: int | None = None) -> dict:
         """Train until max_steps / early stopping (or a user's max_minutes), epoch by epoch from the
-        saved position, through `headlib.train.loop.fine_tune`. `stop_after`: return after that
-        many updates without finishing the run (a phase of the lottery; a crash in the resume test)."""
+        saved position, through `headlib.train.loop.fine_tune`. `stop_after`: return once the run has
+        made that many updates in all, without finishing it (a phase of the lottery; a crash in the
+        resume test)."""
         s, t = self.state, self.cfg.train
         self.out.mkdir(parents=True, exist_ok=True)
         self.model.train()

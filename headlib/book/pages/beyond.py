@@ -16,14 +16,14 @@ from headlib.analysis.importance import (bleu_without_retraining, gradient_impor
                                         random_mask)
 from headlib.claims import not_assessable
 from headlib.config import get_config
-from headlib.profiles import grids
 from headlib.data.batching import Encoded
 from headlib.data.corpora import Corpus, load_split, main_test_set
-from headlib.pruning.prune import DSP_TAU, PruneConfig
-from headlib.pruning.subset import OVERLAP_DRAWS, subset_overlap
+from headlib.profiles import grids
 from headlib.pruning.points import points, prune_point, scratch_rows
+from headlib.pruning.prune import DSP_TAU, PruneConfig
 from headlib.pruning.readout import (METHOD_ORDER, choice_of_heads_verdict, dev_choice, dev_choice_note,
                                      method_comparison, method_gaps)
+from headlib.pruning.subset import OVERLAP_DRAWS, subset_overlap
 from headlib.settings import results_dir
 from headlib.tables import read_table
 from headlib.train import Prepared, prepare_data, trained_model
@@ -71,7 +71,7 @@ class Beyond:
 
 def setup(profile: str, pair: str, seed: int, n_dev: int = 0, head_counts: str = "", finetune_heads: str = "",
           dsp_lr_heads: str = "", finetune_steps: int = 0, random_seeds: int = 0) -> Beyond:
-    """The page's model and data; empty parameters take the profile's grids (`headlib.config.Grids`:
+    """The page's model and data; empty parameters take the profile's grids (`headlib.profiles.Grids`:
     the head counts the model has, for an imported model of another size) and sample sizes (500 dev
     pairs, 20 for smoke)."""
     grid = grids(profile)

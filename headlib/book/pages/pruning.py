@@ -18,17 +18,17 @@ from headlib.analysis.heads import short_functions
 from headlib.book.pages import OTHER_MODELS, other_models, other_models_note
 from headlib.claims import PAPER_TOLERANCE, TOLERANCE, fewest_heads_within, not_assessable
 from headlib.config import get_config
-from headlib.profiles import grids
-from headlib.nn.model import KINDS
+from headlib.data.corpora import load_split, main_test_set
 from headlib.nn.masks import kind_mask
+from headlib.nn.model import KINDS
+from headlib.profiles import grids
 from headlib.pruning.points import (SETTINGS, full_point, pruning_curve, scratch_plan, scratch_point,
                                     validate_curve, validation_lambdas)
 from headlib.pruning.readout import (encoder_first_cross_last, enrichment, mean_open_layer, pruned_vs_scratch,
                                      pruning_order, scratch_table, survival, sweep_table)
 from headlib.settings import results_dir
+from headlib.train import prepare_data, pretrained
 from headlib.train.records import recorded_model
-from headlib.train import pretrained
-from headlib.train import prepare_data
 
 PREFIX = {"encoder": "sec6", "all": "sec63"}
 DATA_NOTE = ("**This model was imported, not trained here** (the `pretrained` profile): it is fine-tuned with gates "
@@ -50,6 +50,7 @@ class Sweep:
     scratch: list[dict]       # from scratch with the masks of the plan's points
     control: dict | None      # from scratch with all heads, at the first run's budget (None: an imported model,
                               # which has no recipe to train from scratch with)
+    refs: list[str]           # the main test set's references (paired bootstrap intervals of BLEU differences)
 
 
 def _numbers(text: str, kind=float) -> list | None:
@@ -60,7 +61,7 @@ def sweep(profile: str, pair: str, seed: int, setting: str, lambdas: str = "", f
           scratch_heads: str = "", curve: str = "path", validate: str = "") -> Sweep:
     """Every point a Sec. 6 page shows, read from results/ or computed (the model's weights are
     loaded only for a point not cached). Empty parameters take the profile's grids
-    (`headlib.config.Grids`): comma-separated lambdas, fine-tuning updates, head counts trained
+    (`headlib.profiles.Grids`): comma-separated lambdas, fine-tuning updates, head counts trained
     from scratch and the lambdas that check the path."""
     grid = grids(profile)
     lams = _numbers(lambdas) or list(grid.lambdas(setting))
@@ -75,12 +76,14 @@ def sweep(profile: str, pair: str, seed: int, setting: str, lambdas: str = "", f
     checked = _numbers(validate) or validation_lambdas(lams, grid.validation_points)
     validation = (validate_curve(model, data, rows, checked, steps, seed, pair, alpha, beam, out)
                   if curve == "path" else None)
+    refs = list(load_split(pair, main_test_set(pair)).tgt)
     if profile == pretrained.PROFILE:
-        return Sweep(setting, run, out, steps, curve, full, rows, validation, [], [], None)
+        return Sweep(setting, run, out, steps, curve, full, rows, validation, [], [], None, refs)
     plan = scratch_plan(rows, _numbers(scratch_heads, int) or list(grid.scratch_heads(setting)), run["steps"], setting)
     scratch = [scratch_point(profile, pair, seed, spec, budget, out) for spec, budget in plan[:-1]]
     control = scratch_point(profile, pair, seed, *plan[-1], out)
-    return Sweep(setting, run, out, steps, curve, full, rows, validation, [b for _, b in plan[:-1]], scratch, control)
+    return Sweep(setting, run, out, steps, curve, full, rows, validation, [b for _, b in plan[:-1]], scratch, control,
+                 refs)
 
 
 def trained_from_scratch(s: Sweep) -> list[dict]:
@@ -134,7 +137,7 @@ def validation_values(s: Sweep) -> tuple[pd.DataFrame | None, dict]:
 def encoder_table(s: Sweep) -> pd.DataFrame:
     """The encoder sweep (`sweep_table` against the unpruned model and the smallest lambda's point,
     which closed no head), written to pruning_encoder.csv."""
-    table = sweep_table(s.rows, s.full, s.rows[0])
+    table = sweep_table(s.rows, s.full, s.rows[0], s.refs)
     table.to_csv(s.out.parent / "pruning_encoder.csv", index=False)
     return table
 
@@ -177,22 +180,23 @@ def bleu_vs_heads_figure(s: Sweep, table: pd.DataFrame):
 
 def encoder_scratch(s: Sweep, spread: float | None) -> tuple[pd.DataFrame, dict]:
     """Pruned against from scratch at the plan's points (footnote 8; pruning_encoder_scratch.csv),
-    and the verdict against the seeds' spread (`spread`: the range of test BLEU over seeds, None
-    with one seed, when any positive difference counts)."""
+    judged as C7 judges it, by each difference's 95% paired bootstrap interval; the seeds' spread of
+    test BLEU (`spread`, None with one seed) beside it for scale."""
     from IPython.display import Markdown
-    versus = scratch_table(s.rows, s.scratch)
+    versus = scratch_table(s.rows, s.scratch, refs=s.refs)
     if s.control is None:
         return versus, {"sec6-seed-spread": "not measured", "sec6-scratch-verdict": Markdown(
             "not measured: an imported model has no recipe to train from scratch with.")}
     versus.to_csv(s.out.parent / "pruning_encoder_scratch.csv", index=False)
-    beyond = int((versus["pruned - scratch"] > (spread or 0.0)).sum())
-    reproduces = "reproduces" if beyond == len(versus) else "does not reproduce"
+    ahead = int((versus["pruned - scratch low"] > 0).sum())
+    behind = int((versus["pruned - scratch high"] < 0).sum())
+    reproduces = "reproduces" if ahead == len(versus) else "does not reproduce"
     return versus, {
         "sec6-seed-spread": f"{spread:.2f} BLEU (range over the trained seeds)" if spread is not None
                             else "an amount not measured yet (one seed trained)",
         "sec6-scratch-verdict": Markdown(
-            f"pruned ahead by more than that at {beyond} of {len(versus)} configurations "
-            f"({', '.join(f'{d:+.2f}' for d in versus['pruned - scratch'])} BLEU); the paper's footnote 8 "
+            f"pruned ahead (its 95% interval above 0) at {ahead} of {len(versus)} configurations, from scratch ahead "
+            f"at {behind} ({', '.join(f'{d:+.2f}' for d in versus['pruned - scratch'])} BLEU); the paper's footnote 8 "
             f"({not_assessable(s.out.parent) or reproduces + ' here for the encoder'}).")}
 
 
@@ -259,9 +263,9 @@ def specialization(s: Sweep, heads: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 def all_table(s: Sweep) -> pd.DataFrame:
     """The all-kinds sweep with total heads and each point against its from-scratch run (NaN where
     none), written to pruning_all_attention.csv."""
-    table = sweep_table(s.rows, s.full)
+    table = sweep_table(s.rows, s.full, refs=s.refs)
     table.insert(4, "total heads", table[[f"{k} heads" for k in KINDS]].sum(axis=1))
-    versus = pruned_vs_scratch(s.rows, s.scratch)
+    versus = pruned_vs_scratch(s.rows, s.scratch, s.refs)
     compared = ["from scratch", "pruned - scratch", "pruned - scratch low", "pruned - scratch high"]
     table[compared] = versus[compared]
     table.to_csv(s.out.parent / "pruning_all_attention.csv", index=False)
