@@ -180,6 +180,12 @@ def test_path_validation_needs_heads_within_two_and_dev_bleu_within_the_bootstra
     assert first["heads_agree"] and first["bleu_agrees"]                     # 40 vs 42 heads, same output
     assert not second["heads_agree"] and not second["bleu_agrees"] and not result["agrees"]   # 20 vs 23; worse output
     assert (result["path_updates"], result["independent_updates"], result["update_ratio"]) == (300, 1500, 0.2)
+    # each with path - independent and its 95% interval: 0 for the same output, below 0 for the worse one
+    assert (first["dev_path_minus_independent"], first["dev_low"], first["dev_high"]) == (0.0, 0.0, 0.0)
+    assert second["dev_high"] < 0 and "test_low" not in second                  # no test translations kept
+    with_test = path_validation([r | {"test_hypotheses": r["dev_hypotheses"]} for r in path],
+                                [r | {"test_hypotheses": r["dev_hypotheses"]} for r in independent], refs, test_refs=refs)
+    assert with_test["points"][1]["test_high"] == second["dev_high"]
     with pytest.raises(ValueError, match="lambda 0.2 is not on the path"):
         path_validation(path, [_path_row(0.2, 10, good, steps=500)], refs)
 

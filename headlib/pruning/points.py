@@ -28,7 +28,7 @@ from headlib.analysis.importance import keep_top, random_mask
 from headlib.config import get_config
 from headlib.data.corpora import load_split, main_test_set
 from headlib.files import artifacts_dir, write_json
-from headlib.nn.decode import evaluate_bleu, paired_bootstrap, score, translate
+from headlib.nn.decode import bleu_difference, evaluate_bleu, paired_bootstrap, score, translate
 from headlib.nn.masks import canonical, kind_mask, parse_spec, to_spec
 from headlib.nn.model import KINDS
 from headlib.profiles import Grids, grids
@@ -173,13 +173,15 @@ def path_checkpoint(fingerprint: str, cfg: PruneConfig) -> Path:
 
 
 def path_validation(path_rows: list[dict], independent: list[dict], refs: list[str], heads_tolerance: int = 2,
-                    curve_lams: int | None = None) -> dict:
+                    curve_lams: int | None = None, test_refs: list[str] | None = None) -> dict:
     """The continuation path against independent fine-tunings at the same lambdas (Sec. 6 at a
     fraction of the cost): per lambda the heads each retained (they agree within
     `heads_tolerance`) and a paired bootstrap on dev of the path's translations against the
     independent point's (the path agrees when its BLEU lies in the independent point's 95%
-    interval). `update_ratio`: the path's updates over those of independent fine-tunings at each
-    of its `curve_lams` lambdas (default: the path's lambdas)."""
+    interval). Beside it, the difference path - independent with its 95% paired bootstrap interval
+    (`bleu_difference`) on dev and, given `test_refs` and kept test translations, on the test set.
+    `update_ratio`: the path's updates over those of independent fine-tunings at each of its
+    `curve_lams` lambdas (default: the path's lambdas)."""
     by_lam = {r["lam"]: r for r in path_rows}
     rows = []
     for ind in sorted(independent, key=lambda r: r["lam"]):
@@ -193,12 +195,21 @@ def path_validation(path_rows: list[dict], independent: list[dict], refs: list[s
                      "dev_independent": boot["baseline_bleu"], "dev_independent_ci": boot["baseline_ci"],
                      "dev_path": boot["system_bleu"], "p_value": boot["p_value"], "bleu_agrees": boot["within"],
                      "test_beam_independent": ind["test_beam"], "test_beam_path": cheap["test_beam"],
-                     "updates_independent": ind["prune_config"]["steps"], "updates_path": cheap["path_updates"]})
+                     "updates_independent": ind["prune_config"]["steps"], "updates_path": cheap["path_updates"],
+                     **difference("dev", cheap["dev_hypotheses"], ind["dev_hypotheses"], refs)})
+        if test_refs is not None and "test_hypotheses" in cheap and "test_hypotheses" in ind:
+            rows[-1] |= difference("test", cheap["test_hypotheses"], ind["test_hypotheses"], test_refs)
     path_updates = max(r["path_updates"] for r in path_rows)
     independent_updates = (curve_lams or len(path_rows)) * independent[0]["prune_config"]["steps"]
     return {"points": rows, "path_updates": path_updates, "independent_updates": independent_updates,
             "update_ratio": round(path_updates / independent_updates, 4),
             "agrees": bool(rows) and all(r["heads_agree"] and r["bleu_agrees"] for r in rows)}
+
+
+def difference(name: str, path: list[str], independent: list[str], refs: list[str]) -> dict:
+    """BLEU(path) - BLEU(independent) on `name`'s sentences with its 95% interval, as a row's fields."""
+    d = bleu_difference(path, independent, refs)
+    return {f"{name}_path_minus_independent": d["difference"], f"{name}_low": d["low"], f"{name}_high": d["high"]}
 
 
 def pruning_curve(model, data: Prepared, kinds: tuple[str, ...], lams: list[float], steps: int, seed: int,
@@ -257,7 +268,8 @@ def validate_curve(model, data: Prepared, rows: list[dict], lams: list[float], s
     kinds = tuple(rows[0]["kinds"])
     independent = [prune_point(model, data, PruneConfig(kinds=kinds, lam=lam, steps=steps, seed=seed), pair,
                                len_alpha, beam, out, progress, hypotheses=True) for lam in lams]
-    result = path_validation(rows, independent, list(data.dev.tgt), curve_lams=len(rows))
+    result = path_validation(rows, independent, list(data.dev.tgt), curve_lams=len(rows),
+                             test_refs=list(load_split(pair, main_test_set(pair)).tgt))
     write_json(out / f"{'+'.join(kinds)}-path-validation.json", result)
     return result
 
