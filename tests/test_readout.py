@@ -192,3 +192,20 @@ def test_differences_carry_the_paired_bootstrap_interval_of_the_kept_translation
            "test_hypotheses": refs}
     versus = scratch_table([point], [run], refs=refs)
     assert (versus["pruned - scratch low"][0], versus["pruned - scratch high"][0]) == (want["low"], want["high"])
+
+
+def test_the_budget_table_sets_each_run_beside_its_point_with_both_budgets_and_the_control_last():
+    from headlib.pruning.readout import budget_table
+    on = "dec-self:11/11,dec-enc:11/11"
+    point = {"lam": 0.1, "kinds": ["enc-self"], "mask": f"enc-self:10/01,{on}", "test_beam": 29.0,
+             "retained": {"enc-self": 2, "dec-self": 4, "dec-enc": 4}, "path_updates": 300, "path_tokens": 600}
+    run = {"mask": "enc-self:10/01", "retained": {"enc-self": 2, "dec-self": 4, "dec-enc": 4}, "test_beam": 28.0,
+           "steps": 1300, "tokens": 2610}
+    control = {"mask": "", "retained": {"enc-self": 4, "dec-self": 4, "dec-enc": 4}, "test_beam": 30.5, "steps": 1300,
+               "tokens": 2590}
+    table = budget_table([point], [run], control, {"test_beam": 30.0}, {"steps": 1000, "train_tokens": 2000})
+    assert table["pruned kinds"].tolist() == ["enc-self", "none (all heads: the control)"]
+    assert table["heads kept (enc-self/dec-self/dec-enc)"].tolist() == ["2/4/4", "4/4/4"]
+    assert table["pruned - scratch"].tolist() == [1.0, -0.5] and table["low"].isna().all()   # no translations kept
+    assert table[["pruned updates", "scratch updates", "pruned tokens", "scratch tokens"]].values.tolist() == \
+        [[1300, 1300, 2600, 2610], [1000, 1300, 2000, 2590]]

@@ -84,6 +84,39 @@ def scratch_table(rows: list[dict], scratch: list[dict], kind: str = "enc-self",
                                         "pruned - scratch low", "pruned - scratch high", "scratch device"])  # (runs, 8)
 
 
+def budget_table(rows: list[dict], scratch: list[dict], control: dict | None, full: dict, baseline: dict,
+                 refs: list[str] | None = None) -> pd.DataFrame:
+    """Table 2 with both budgets: one row per from-scratch run of `scratch` beside the first point of
+    `rows` with its mask (as `scratch_table` pairs them): the attention kinds pruned, the heads kept
+    per kind, pruned and from-scratch BLEU (main test set, beam), pruned - scratch with its 95%
+    paired bootstrap interval, and each side's budget in updates and target tokens (pruned: the
+    `baseline` run's training plus the path's fine-tuning up to the point; scratch: its training).
+    Last, the all-heads `control` trained from scratch on the first run's budget, beside the
+    unpruned model `full` (the baseline's budget): more updates without fewer heads."""
+    out = []
+    for s in scratch:
+        point = next((r for r in rows if canonical(r["mask"]) == canonical(s["mask"])), None)
+        if point is None:
+            raise ValueError(f"no pruned point has the mask {canonical(s['mask'])!r} of a from-scratch run")
+        out.append(_budget_row(", ".join(point["kinds"]), point["retained"], point, s, refs,
+                               baseline["steps"] + point.get("path_updates", 0),
+                               baseline["train_tokens"] + point.get("path_tokens", 0)))
+    if control is not None:
+        out.append(_budget_row("none (all heads: the control)", control["retained"], full, control, refs,
+                               baseline["steps"], baseline["train_tokens"]))
+    return pd.DataFrame(out)                                                     # (runs + 1, 11)
+
+
+def _budget_row(kinds: str, retained: dict, pruned: dict, scratch: dict, refs, updates: int, tokens: int) -> dict:
+    low, high = interval(pruned, scratch, refs)
+    return {"pruned kinds": kinds, "heads kept (enc-self/dec-self/dec-enc)":
+            "/".join(str(retained[k]) for k in ("enc-self", "dec-self", "dec-enc")),
+            "pruned": pruned["test_beam"], "from scratch": scratch["test_beam"],
+            "pruned - scratch": round(pruned["test_beam"] - scratch["test_beam"], 2), "low": low, "high": high,
+            "pruned updates": updates, "scratch updates": scratch["steps"], "pruned tokens": tokens,
+            "scratch tokens": scratch.get("tokens")}
+
+
 def method_gaps(methods: pd.DataFrame) -> pd.DataFrame:
     """Per head count k of a method comparison (rows: k, method, BLEU; several rows for the random
     draws): the best fine-tuned method and its mean BLEU, the spread between the best and worst
