@@ -30,7 +30,7 @@ def _sweep(tmp_path, rows, scratch=(), validation=None, setting="encoder"):
     control = {"retained": {"enc-self": 4}, "test_beam": 29.0, "device": "cpu", "mask": "",
                "results": {"run_dir": "en-de-smoke-ctrl", "fingerprint": "ffff"}}
     return page.Sweep(setting, {"steps": 1000}, tmp_path / "pruning", 500, "path" if validation else "independent",
-                      full, rows, validation, [1100] * len(scratch), list(scratch), control)
+                      full, rows, validation, [1100] * len(scratch), list(scratch), control, refs=None)
 
 
 def test_encoder_values_count_the_fewest_heads_within_each_tolerance(tmp_path):
