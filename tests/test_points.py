@@ -281,7 +281,8 @@ def test_the_command_line_computes_a_settings_curve_with_its_validation_then_the
     assert set(plan) <= trained
     # each unit's measured minutes, as the Claims page and the study's time list them
     from headlib.book.pages.claims import pruning_units
-    units = pruning_units("smoke", "en-de", 1)
-    assert [u["step"].split(":")[0].split(" (")[0] for u in units] == \
-        ["Sec. 6.2 path", "Sec. 6.2 validation", *["from scratch"] * len(points.scratch_rows(out))]
+    units = pruning_units("smoke", "en-de", 1)            # other tests may have added Sec. 6.3 units to this sweep
+    steps = [u["step"].split(":")[0].split(" (")[0] for u in units]
+    assert [s for s in steps if s.startswith("Sec. 6.2")] == ["Sec. 6.2 path", "Sec. 6.2 validation"]
+    assert steps.count("from scratch") == len(points.scratch_rows(out)) and steps[-1] == "from scratch"
     assert all(u["minutes"] >= 0 for u in units) and "--no-validate" in units[0]["command"]
