@@ -74,6 +74,9 @@ def rel(path: Path) -> str:
         return str(path)
 
 
+READ_ONLY = "HEADLIB_READ_ONLY"   # set (by `headlib.book verify`): pages read records and never compute one
+
+
 def results_dir(profile: str, pair: str, seed: int) -> Path:
     """Where the result tables of (profile, pair, seed) go: the cpu profile's are committed under
     `results/`, any other profile's under `artifacts/results/` (so test runs never touch them);

@@ -25,11 +25,12 @@ def _point(lam, open_heads, bleu, kinds=("enc-self",), updates=100):
 
 def _sweep(tmp_path, rows, scratch=(), validation=None, setting="encoder"):
     (tmp_path / "pruning").mkdir(exist_ok=True)
-    full = {"retained": {"enc-self": 4, "dec-self": 4, "dec-enc": 4}, "test_beam": 30.0, "device": "cpu",
+    full = {"lam": None, "retained": {"enc-self": 4, "dec-self": 4, "dec-enc": 4}, "test_beam": 30.0, "device": "cpu",
             "test_set": "test_2016_flickr", "per_layer": {"enc-self": [2, 2]}}
-    control = {"retained": {"enc-self": 4}, "test_beam": 29.0, "device": "cpu", "mask": "",
-               "results": {"run_dir": "en-de-smoke-ctrl", "fingerprint": "ffff"}}
-    return page.Sweep(setting, {"steps": 1000}, tmp_path / "pruning", 500, "path" if validation else "independent",
+    control = {"retained": {"enc-self": 4, "dec-self": 4, "dec-enc": 4}, "test_beam": 29.0, "device": "cpu", "mask": "",
+               "steps": 1100, "tokens": 2200, "results": {"run_dir": "en-de-smoke-ctrl", "fingerprint": "ffff"}}
+    return page.Sweep(setting, {"steps": 1000, "train_tokens": 2000}, tmp_path / "pruning", 500,
+                      "path" if validation else "independent",
                       full, rows, validation, [1100] * len(scratch), list(scratch), control, refs=None)
 
 
@@ -39,11 +40,12 @@ def test_encoder_values_count_the_fewest_heads_within_each_tolerance(tmp_path):
     s = _sweep(tmp_path, rows)
     table = page.encoder_table(s)
     assert (tmp_path / "pruning_encoder.csv").is_file()
-    assert table["vs. fine-tuned 48"].tolist() == pytest.approx([0.0, -0.4, -1.2, -10.4])
+    assert table["vs. smallest lambda"].tolist() == pytest.approx([0.0, -0.4, -1.2, -10.4])
     values = page.encoder_values(s, table)
     assert values["sec6-within-full"] == 2 and values["sec6-within-tuned"] == 2    # 0.5 BLEU (ours)
     assert values["sec6-within-full-paper"] == 2 and values["sec6-within-tuned-paper"] == 4   # 0.15 BLEU (paper)
     assert values["sec6-n-zero"] == 1 and values["sec6-zero-delta"] == pytest.approx(-10.0)
+    assert values["sec6-zero-first"].startswith("-10.00 [") and values["sec6-zero-first"].endswith("at lambda 1")
     assert values["sec6-tuned-heads"] == 4 and values["sec6-n-points"] == 4
 
 
@@ -76,14 +78,16 @@ def test_all_values_compare_pruned_and_scratch_where_both_exist(tmp_path):
     kinds = ("enc-self", "dec-self", "dec-enc")
     rows = [_point(0.01, {"enc-self": 2, "dec-self": 4, "dec-enc": 4}, 29.0, kinds),
             _point(0.1, {"enc-self": 0, "dec-self": 2, "dec-enc": 4}, 27.0, kinds)]
-    scratch = [dict(rows[1], test_beam=27.5, results={})]
+    scratch = [dict(rows[1], test_beam=27.5, results={}, steps=1100, tokens=2300)]
     s = _sweep(tmp_path, rows, scratch, setting="all")
     table = page.all_table(s)
     assert table["total heads"].tolist() == [10, 6]
     assert math.isnan(table["pruned - scratch"][0]) and table["pruned - scratch"][1] == pytest.approx(-0.5)
     values = page.all_values(table)
-    assert (values["sec63-pruned-wins"], values["sec63-scratch-wins"], values["sec63-n-scratch"]) == (0, 1, 1)
-    assert values["sec63-best-scratch-heads"] == 6 and values["sec63-differences"] == "-0.50"
+    assert (values["sec63-pruned-wins"], values["sec63-scratch-wins"], values["sec63-n-scratch"]) == (0, 0, 1)  # no CI
+    assert values["sec63-best-scratch-heads"] == 6 and values["sec63-differences"] == "-0.50 [+nan, +nan]"
+    budgets = page.all_budget_table(s)
+    assert budgets["control"].tolist() == [False, True] and budgets["pruned updates"].tolist() == [1100, 1000]
     fractions = page.open_fractions(s)
     assert fractions[fractions["lambda"] == 0.1].set_index("kind")["fraction open"].to_dict() == \
         {"enc-self": 0.0, "dec-self": 0.5, "dec-enc": 1.0}
@@ -101,3 +105,38 @@ def test_head_table_marks_the_heads_with_a_function(tmp_path):
     functions = pd.DataFrame({"layer": [1, 2], "head": [2, 1], "functions": ["positional (+1)", ""]})
     heads = page.head_table(importance, functions)
     assert heads["specialized"].tolist() == [False, True, False]
+
+
+def test_the_encoder_scratch_table_is_table_2_with_the_control_left_out_of_the_verdict(tmp_path):
+    rows = [_point(0.01, {"enc-self": 2}, 30.0) | {"path_tokens": 200}]
+    scratch = [{"mask": "enc-self:11/00", "retained": {"enc-self": 2, "dec-self": 4, "dec-enc": 4}, "test_beam": 29.5,
+                "device": "cpu", "steps": 1100, "tokens": 2190, "results": {}}]
+    versus, values = page.encoder_scratch(_sweep(tmp_path, rows, scratch), None)
+    assert versus["control"].tolist() == [False, True] and versus["pruned - scratch"].tolist() == [0.5, 1.0]
+    assert versus[["pruned updates", "pruned tokens", "scratch updates"]].values.tolist() == [[1100, 2200, 1100],
+                                                                                             [1000, 2000, 1100]]
+    assert values["sec6-control-diff"].startswith("+1.00") and "at 0 of 1 configurations" in \
+        values["sec6-scratch-verdict"].data                   # no translations kept: no interval, nothing ahead
+    assert "Table" not in page.budget_style(versus).to_html() and "1,100" in page.budget_style(versus).to_html()
+
+
+def test_fig_8_labels_each_panel_with_the_functions_of_its_own_pruned_model(tmp_path):
+    stats = lambda heads: [{"layer": l, "head": h, "positional_share": 0.5, "syntactic_margin": 0.0,   # noqa: E731
+                            "rarest": 0.1} for l, h in heads]
+    rows = [_point(0.01, {"enc-self": 3}, 30.0) | {"functions": [{"layer": 1, "head": 1, "functions": "pos-1"}],
+                                                   "head_stats": stats([(1, 1), (1, 2), (2, 1)])},
+            _point(0.1, {"enc-self": 1}, 29.0) | {"functions": [{"layer": 1, "head": 1, "functions": "nsubj v->s"}],
+                                                  "head_stats": stats([(1, 1)]), "function_sentences": 7}]
+    rows[0]["function_sentences"] = 7
+    s = _sweep(tmp_path, rows)
+    s.full |= {"functions": [], "head_stats": stats([(1, 1), (1, 2), (2, 1), (2, 2)])}
+    table, values = page.functions_through_pruning(s)
+    assert table[["model", "heads", "positional", "syntactic"]].values.tolist() == [
+        ["unpruned", 4, 0, 0], ["pruned", 3, 1, 0], ["pruned", 1, 0, 1]]
+    assert values == {"sec6-function-sentences": 7, "sec6-max-positional": 1, "sec6-max-syntactic": 1,
+                      "sec6-max-rare": 0}
+    assert (tmp_path / "pruning_functions.csv").is_file()
+    heads = pd.DataFrame({"layer": [1, 1, 2, 2], "head": [1, 2, 1, 2], "relevance": [0.4, 0.3, 0.2, 0.1]})
+    fig = page.survivors_figure(s, heads)
+    cells = [[t.get_text() for t in ax.texts] for ax in fig.axes if ax.texts]
+    assert cells == [["p-1", "", ""], ["s"]]      # open heads only, each point's own labels (not the unpruned model's)

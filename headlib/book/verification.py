@@ -28,7 +28,7 @@ from unittest import mock
 
 from headlib.book.glue_refs import GLUE_MIME_PREFIX, glue_references, read_notebook
 from headlib.book.plan import NOTEBOOKS, clock, default_out
-from headlib.settings import rel, results_root, settings
+from headlib.settings import READ_ONLY, rel, results_root, settings
 
 _STYLER_ID = re.compile(r"T_[0-9a-f]{5}(_[0-9a-f]+)?")   # pandas Styler's per-render element ids
 TIMING_SUFFIX = "-seconds"                                # a glued wall-clock measurement of the page's own
@@ -140,7 +140,7 @@ def verify(profile: str = "cpu", pair: str = "en-de", seed: int = 1, out: Path |
     if (own := results_root(profile) / profile).is_dir() and own.parent != settings().results:
         shutil.copytree(own, scratch / "results" / profile, dirs_exist_ok=True)   # another profile's tables
     t0 = time.time()
-    with mock.patch.dict(os.environ, {"HEADLIB_RESULTS": str(scratch / "results")}):   # restored afterwards
+    with mock.patch.dict(os.environ, {"HEADLIB_RESULTS": str(scratch / "results"), READ_ONLY: "1"}):   # restored after
         results = run(profile, [pair], [seed], scratch / "book", force=True, progress=False, notebooks=notebooks,
                       toc=notebooks, log=log, train=False)
     log(f"[verify] {len(results)} page(s) re-executed in {clock(time.time() - t0)} into {rel(scratch)}")

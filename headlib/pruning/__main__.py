@@ -11,7 +11,9 @@ from typing import NamedTuple
 import pandas as pd
 import torch
 
+from headlib.analysis.probe import FunctionProbe
 from headlib.config import get_config
+from headlib.profiles import grids
 from headlib.pruning.points import (SETTINGS, fixed_masks, full_point, independent_steps, lambda_grid, nearest,
                                     points, prune_point, pruning_curve, scratch_head_counts, scratch_plan,
                                     scratch_point, validate_curve, validation_lambdas)
@@ -97,9 +99,10 @@ def baseline(a: argparse.Namespace) -> Baseline:
 def curve(a: argparse.Namespace, out: Path, b: Baseline) -> None:
     """A setting's continuation path over its lambda grid and (unless `--no-validate`) its validation."""
     lams, steps = lambda_grid(a.profile, a.setting), independent_steps(a.profile)
-    full_point(b.model, b.data, a.pair, b.len_alpha, b.beam, out)
+    probe = FunctionProbe.for_pair(a.pair, b.data.bpe, grids(a.profile).function_sentences)   # Fig. 8
+    full_point(b.model, b.data, a.pair, b.len_alpha, b.beam, out, describe=probe)
     rows = pruning_curve(b.model, b.data, SETTINGS[a.setting], lams, steps, a.seed, a.pair, b.len_alpha,
-                         b.beam, out, progress=True)
+                         b.beam, out, progress=True, describe=probe)
     if not a.no_validate:
         checked = validate_curve(b.model, b.data, rows, validation_lambdas(lams), steps, a.seed, a.pair,
                                  b.len_alpha, b.beam, out, progress=True)

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import torch
@@ -32,9 +34,12 @@ from headlib.nn.decode import bleu_difference, evaluate_bleu, paired_bootstrap, 
 from headlib.nn.masks import canonical, kind_mask, parse_spec, to_spec
 from headlib.nn.model import KINDS
 from headlib.profiles import Grids, grids
+from headlib.settings import READ_ONLY
 from headlib.pruning.prune import PruneConfig, prune, prune_path, saved_path
 from headlib.train import Prepared, load_model, run_dir, train
 from headlib.train.records import weights
+
+Describe = Callable[[object], dict]   # a pruned model -> fields its point records (`analysis.probe.FunctionProbe`)
 
 
 def device_name() -> str:
@@ -49,6 +54,22 @@ def point_name(cfg: PruneConfig) -> str:
     if cfg.method == "fixed":
         return f"{kinds}-{cfg.label}-k{cfg.mask.count('1')}-s{cfg.steps}.json"
     return f"{kinds}-lam{cfg.lam:g}-s{cfg.steps}.json"
+
+
+def computing(path: Path) -> None:
+    """Called before a record is computed: with READ_ONLY set, one error naming the missing (or
+    outdated) record instead of minutes to hours of fine-tuning or training."""
+    if os.environ.get(READ_ONLY):
+        raise FileNotFoundError(f"{path}: missing or incomplete, and {READ_ONLY} is set (pages are re-executed from "
+                                "committed records only): compute it first (python -m headlib.pruning)")
+
+
+def described(describe: Describe | None, model) -> dict:
+    """What `describe` says of `model`, with the minutes it took (a part of the study's time)."""
+    if describe is None:
+        return {}
+    t0 = time.time()
+    return describe(model) | {"describe_minutes": round((time.time() - t0) / 60, 2)}
 
 
 def _read(path: Path, fingerprint: str | None = None) -> dict | None:
@@ -85,22 +106,28 @@ def counts(model) -> dict:
             "mask": to_spec({k: model.head_mask(k) for k in model.layer_counts()})}
 
 
-def full_point(model, data: Prepared, pair: str, len_alpha: float, beam: int, out: Path) -> dict:
-    """The unpruned model scored on this device, the reference every point is compared with."""
+def full_point(model, data: Prepared, pair: str, len_alpha: float, beam: int, out: Path,
+               describe: Describe | None = None) -> dict:
+    """The unpruned model scored on this device, the reference every point is compared with (with
+    what `describe` says of it, as of every point)."""
     path, fingerprint = out / "full.json", model.fingerprint()
-    if (row := _read(path, fingerprint)) is None or "test_hypotheses" not in row:
+    row = _read(path, fingerprint)
+    if row is None or "test_hypotheses" not in row or describe and "functions" not in row:
+        computing(path)
         model = weights(model)
         row = {"kinds": [], "lam": None, **counts(model), "model": fingerprint,
-               **evaluate_masked(model, data, pair, len_alpha, beam, hypotheses=True), "device": device_name()}
+               **evaluate_masked(model, data, pair, len_alpha, beam, hypotheses=True),
+               **described(describe, model), "device": device_name()}
         write_json(path, row)
     return row
 
 
 def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: float, beam: int,
-                out: Path, progress: bool = False, hypotheses: bool = False) -> dict:
+                out: Path, progress: bool = False, hypotheses: bool = False, describe: Describe | None = None) -> dict:
     """Fine-tune with gates (at one lambda, or exactly k for DSP) or with a fixed mask, fix the
     gates to 0/1, score with the hard mask (no fine-tuning after fixing); with `hypotheses`
-    the row keeps its dev (greedy) and test (beam) translations (a stored row without them is recomputed)."""
+    the row keeps its dev (greedy) and test (beam) translations, with `describe` what it says of
+    the pruned model (a stored row without them is recomputed)."""
     path, fingerprint = out / point_name(cfg), model.fingerprint()
     if (row := _read(path, fingerprint)) is not None:
         settings = json.loads(json.dumps(dataclasses.asdict(cfg)))   # as the row records them (lists, not tuples)
@@ -108,18 +135,20 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
         if differ:
             raise ValueError(f"{path} was computed with other settings ({', '.join(differ)}) under the same name; "
                              "remove it to recompute")
-    if row is not None and hypotheses and "test_hypotheses" not in row:
+    if row is not None and (hypotheses and "test_hypotheses" not in row or describe and "functions" not in row):
         row = None
     if row is not None and cfg.method == "fixed":
         wanted = parse_spec(cfg.mask, model.layer_counts(), model.cfg.n_heads)
         if any(not torch.equal(kind_mask(row["mask"], k), m) for k, m in wanted.items()):
             raise ValueError(f"{path} holds another mask than {cfg.mask!r} under the same label; remove it to recompute")
     if row is None:
+        computing(path)
         pruned, result = prune(weights(model), data, cfg, progress)
         scores = {"hard-concrete": "log_alpha", "dsp": "logits"}.get(cfg.method)
         row = {"kinds": list(cfg.kinds), "lam": cfg.lam, "method": cfg.method, "label": cfg.label or cfg.method,
                "model": fingerprint, **counts(pruned),
                **evaluate_masked(pruned, data, pair, len_alpha, beam, hypotheses),
+               **described(describe, pruned),
                **({scores: {k: a.tolist() for k, a in result.scores.items()}} if scores else {}),
                "prune_minutes": result.minutes, "tokens": result.tokens, "history": result.history,
                "prune_config": dataclasses.asdict(cfg), "device": device_name()}
@@ -132,16 +161,19 @@ def path_name(cfg: PruneConfig) -> str:
 
 
 def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair: str, len_alpha: float,
-                beam: int, out: Path, progress: bool = False) -> list[dict]:
+                beam: int, out: Path, progress: bool = False, describe: Describe | None = None) -> list[dict]:
     """The continuation path (`prune.prune_path`): `cfg.steps` updates at each lambda of `lams`, in
     order, each point scored as `prune_point` scores one, with `path_updates` and `path_tokens` (the
-    path's updates and target tokens up to it) and its dev and test translations. Written to out/`path_name` after every point; a finished
-    path of the same lambdas, settings and model is read back. An unfinished one resumes from its
-    checkpoint under artifacts/ (`path_checkpoint`) when that is on this machine, else starts again."""
+    path's updates and target tokens up to it), its dev and test translations and what `describe`
+    says of its pruned model (Fig. 8: `analysis.probe.FunctionProbe`). Written to out/`path_name`
+    after every point; a finished path of the same lambdas, settings and model is read back (and
+    computed again if it lacks what `describe` adds). An unfinished one resumes from its checkpoint
+    under artifacts/ (`path_checkpoint`) when that is on this machine, else starts again."""
     path, fingerprint = out / path_name(cfg), model.fingerprint()
     settings = json.loads(json.dumps(dataclasses.asdict(cfg)))
     stored = _read(path, fingerprint)
-    if stored is not None and stored["lams"] == list(lams) and stored["prune_config"] == settings:
+    if (stored is not None and stored["lams"] == list(lams) and stored["prune_config"] == settings
+            and (describe is None or all("functions" in r for r in stored["points"]))):
         if stored["finished"]:
             return stored["points"]
     else:
@@ -152,6 +184,7 @@ def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair
     if resume and len(rows) < len(resume["lams"]):   # a checkpoint without its points: start again
         checkpoint.unlink()
         resume = None
+    computing(path)
     print(f"{path}: resuming after lambda {resume['lams'][-1]:g}" if resume else f"{path}: computing", flush=True)
     for i, (lam, pruned, result) in enumerate(prune_path(weights(model), data, cfg, lams, progress, checkpoint,
                                                          resume), len(rows) + 1):
@@ -159,6 +192,7 @@ def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair
                      "model": fingerprint, "path_updates": i * cfg.steps, "path_tokens": result.tokens,
                      **counts(pruned),
                      **evaluate_masked(pruned, data, pair, len_alpha, beam, hypotheses=True),
+                     **described(describe, pruned),
                      "log_alpha": {k: a.tolist() for k, a in result.scores.items()},
                      "prune_minutes": result.minutes, "device": device_name()})
         write_json(path, {"lams": list(lams), "model": fingerprint, "prune_config": settings,
@@ -214,18 +248,19 @@ def difference(name: str, path: list[str], independent: list[str], refs: list[st
 
 def pruning_curve(model, data: Prepared, kinds: tuple[str, ...], lams: list[float], steps: int, seed: int,
                   pair: str, len_alpha: float, beam: int, out: Path, method: str = "path",
-                  progress: bool = False, path_share: int = Grids.path_share) -> list[dict]:
+                  progress: bool = False, path_share: int = Grids.path_share,
+                  describe: Describe | None = None) -> list[dict]:
     """The BLEU-vs-heads points of one pruning setting (Sec. 6), by lambda. "path": the
     continuation path, `steps // path_share` updates at each lambda (`path_points`); "independent":
     one fine-tuning of `steps` updates per lambda from the converged model (`prune_point`, the
-    paper's way)."""
+    paper's way). `describe` adds its fields to every point (the head functions of Fig. 8)."""
     if method == "independent":
         return [prune_point(model, data, PruneConfig(kinds=kinds, lam=lam, steps=steps, seed=seed), pair,
-                            len_alpha, beam, out, progress) for lam in lams]
+                            len_alpha, beam, out, progress, describe=describe) for lam in lams]
     if method != "path":
         raise ValueError(f"pruning_curve: method must be 'path' or 'independent', got {method!r}")
     return path_points(model, data, PruneConfig(kinds=kinds, steps=max(1, steps // path_share), seed=seed),
-                       lams, pair, len_alpha, beam, out, progress)
+                       lams, pair, len_alpha, beam, out, progress, describe)
 
 
 # Sec. 6's pruning settings and the kinds each gates: the encoder's self-attention with the decoder
@@ -294,6 +329,7 @@ def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int,
     cfg = scratch_config(profile, pair, seed, spec, max_steps)
     path = out / f"scratch-{cfg.digest()}.json"
     if (row := _read(path)) is None:
+        computing(path)
         results = train(cfg, progress)
         layers = cfg.model.layer_counts()
         masks = parse_spec(spec, layers, cfg.model.n_heads)

@@ -31,7 +31,7 @@ def sweep_table(rows: list[dict], full: dict, tuned: dict | None = None, refs: l
     references `refs` and rows that kept their translations."""
     table = pd.DataFrame([{"lambda": r["lam"], **{f"{k} heads": r["retained"][k] for k in r["kinds"]},
                            "BLEU": r["test_beam"], "BLEU greedy": r["test_greedy"]} for r in rows])
-    for name, reference in (("vs. full", full), ("vs. fine-tuned 48", tuned)):
+    for name, reference in (("vs. full", full), ("vs. smallest lambda", tuned)):
         if reference is not None:
             table[name] = table["BLEU"] - reference["test_beam"]
             table[[f"{name} low", f"{name} high"]] = [interval(r, reference, refs) for r in rows]
@@ -63,58 +63,40 @@ def pruned_vs_scratch(rows: list[dict], scratch: list[dict], refs: list[str] | N
     return table                                                                 # (len(rows), 8)
 
 
-def scratch_table(rows: list[dict], scratch: list[dict], kind: str = "enc-self",
-                  refs: list[str] | None = None) -> pd.DataFrame:
-    """The encoder page's pruned-vs-scratch table: one row per from-scratch run of `scratch`, in
-    order, beside the first point of `rows` with its mask (compared as in `pruned_vs_scratch`):
-    "encoder heads" (the run's heads of `kind`), "lambda", "pruned", "from scratch", "pruned -
-    scratch" with its 95% interval ("... low", "... high") and "scratch device". A run that no point has
-    the mask of is an error."""
-    table = []
-    for s in scratch:
-        spec = canonical(s["mask"])
-        point = next((r for r in rows if canonical(r["mask"]) == spec), None)
-        if point is None:
-            raise ValueError(f"no pruned point has the mask {spec!r} of a from-scratch run")
-        low, high = interval(point, s, refs)
-        table.append({"encoder heads": s["retained"][kind], "lambda": point["lam"], "pruned": point["test_beam"],
-                      "from scratch": s["test_beam"], "pruned - scratch": point["test_beam"] - s["test_beam"],
-                      "pruned - scratch low": low, "pruned - scratch high": high, "scratch device": s["device"]})
-    return pd.DataFrame(table, columns=["encoder heads", "lambda", "pruned", "from scratch", "pruned - scratch",
-                                        "pruned - scratch low", "pruned - scratch high", "scratch device"])  # (runs, 8)
-
-
 def budget_table(rows: list[dict], scratch: list[dict], control: dict | None, full: dict, baseline: dict,
                  refs: list[str] | None = None) -> pd.DataFrame:
     """Table 2 with both budgets: one row per from-scratch run of `scratch` beside the first point of
-    `rows` with its mask (as `scratch_table` pairs them): the attention kinds pruned, the heads kept
-    per kind, pruned and from-scratch BLEU (main test set, beam), pruned - scratch with its 95%
-    paired bootstrap interval, and each side's budget in updates and target tokens (pruned: the
-    `baseline` run's training plus the path's fine-tuning up to the point; scratch: its training).
+    `rows` with its mask (masks compared as `pruned_vs_scratch` compares them): the attention kinds
+    pruned, the heads kept per kind, the point's lambda, pruned and from-scratch BLEU (main test
+    set, beam), pruned - scratch with its 95% paired bootstrap interval, and each side's budget in
+    updates and target tokens (pruned: the `baseline` run's training plus the path's fine-tuning up
+    to the point; scratch: its training).
     Last, the all-heads `control` trained from scratch on the first run's budget, beside the
-    unpruned model `full` (the baseline's budget): more updates without fewer heads."""
+    unpruned model `full` (the baseline's budget): more updates without fewer heads (`control`
+    True; it is not a configuration C7 judges). A run that no point has the mask of is an error."""
     out = []
     for s in scratch:
         point = next((r for r in rows if canonical(r["mask"]) == canonical(s["mask"])), None)
         if point is None:
             raise ValueError(f"no pruned point has the mask {canonical(s['mask'])!r} of a from-scratch run")
-        out.append(_budget_row(", ".join(point["kinds"]), point["retained"], point, s, refs,
+        out.append(_budget_row(", ".join(point["kinds"]), point, s, refs,
                                baseline["steps"] + point.get("path_updates", 0),
                                baseline["train_tokens"] + point.get("path_tokens", 0)))
     if control is not None:
-        out.append(_budget_row("none (all heads: the control)", control["retained"], full, control, refs,
-                               baseline["steps"], baseline["train_tokens"]))
-    return pd.DataFrame(out)                                                     # (runs + 1, 11)
+        out.append(_budget_row("none (all heads: the control)", full, control, refs, baseline["steps"],
+                               baseline["train_tokens"]) | {"control": True})
+    return pd.DataFrame(out)                                                     # (runs + 1, 14)
 
 
-def _budget_row(kinds: str, retained: dict, pruned: dict, scratch: dict, refs, updates: int, tokens: int) -> dict:
+def _budget_row(kinds: str, pruned: dict, scratch: dict, refs, updates: int, tokens: int) -> dict:
     low, high = interval(pruned, scratch, refs)
     return {"pruned kinds": kinds, "heads kept (enc-self/dec-self/dec-enc)":
-            "/".join(str(retained[k]) for k in ("enc-self", "dec-self", "dec-enc")),
-            "pruned": pruned["test_beam"], "from scratch": scratch["test_beam"],
-            "pruned - scratch": round(pruned["test_beam"] - scratch["test_beam"], 2), "low": low, "high": high,
+            "/".join(str(scratch["retained"][k]) for k in ("enc-self", "dec-self", "dec-enc")),
+            "lambda": pruned.get("lam"), "pruned": pruned["test_beam"], "from scratch": scratch["test_beam"],
+            "pruned - scratch": round(pruned["test_beam"] - scratch["test_beam"], 2),
+            "pruned - scratch low": low, "pruned - scratch high": high,
             "pruned updates": updates, "scratch updates": scratch["steps"], "pruned tokens": tokens,
-            "scratch tokens": scratch.get("tokens")}
+            "scratch tokens": scratch.get("tokens"), "scratch device": scratch.get("device"), "control": False}
 
 
 def method_gaps(methods: pd.DataFrame) -> pd.DataFrame:
@@ -236,6 +218,27 @@ def encoder_first_cross_last(order: list[tuple[str, float]]) -> bool:
     lam = dict(order)
     return (math.isfinite(lam["enc-self"]) and lam["enc-self"] < lam["dec-enc"]
             and lam["enc-self"] <= lam["dec-self"] <= lam["dec-enc"])
+
+
+def function_counts(rows: list[dict], kind: str = "enc-self") -> pd.DataFrame:
+    """Fig. 8 in numbers: per point, its open heads of `kind`, how many of them the point's own
+    functions (`analysis.probe`, measured on the pruned model) call positional, syntactic and
+    rare-word (a head with several functions counts once in each), and how close its closest open
+    head comes to each (`head_stats`: the largest positional share, syntactic margin over the
+    positional baseline and layer-1 rarest-token rate; NaN without open heads)."""
+    out = []
+    for r in rows:
+        labels = [[f.strip() for f in h["functions"].split(",")] for h in r["functions"]]
+        stats = pd.DataFrame(r["head_stats"], columns=["layer", "positional_share", "syntactic_margin", "rarest"])
+        out.append({"lambda": r["lam"], "heads": r["retained"][kind],
+                    "positional": sum(any(f.startswith("pos") for f in fs) for fs in labels),
+                    "syntactic": sum(any(not f.startswith("pos") and f != "rare" for f in fs) for fs in labels),
+                    "rare-word": sum("rare" in fs for fs in labels),
+                    "best positional share": stats["positional_share"].max(),
+                    "best syntactic margin": stats["syntactic_margin"].max(),
+                    "best layer-1 rare rate": stats.loc[stats["layer"] == 1, "rarest"].max()})
+    return pd.DataFrame(out, columns=["lambda", "heads", "positional", "syntactic", "rare-word", "best positional share",
+                                      "best syntactic margin", "best layer-1 rare rate"])
 
 
 def enrichment(rows: list[dict], heads: pd.DataFrame, kind: str = "enc-self") -> pd.DataFrame:

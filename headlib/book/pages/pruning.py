@@ -15,6 +15,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from headlib.analysis.heads import short_functions
+from headlib.analysis.probe import FunctionProbe
 from headlib.book.pages import OTHER_MODELS, other_models, other_models_note
 from headlib.claims import PAPER_TOLERANCE, TOLERANCE, fewest_heads_within, not_assessable
 from headlib.config import get_config
@@ -24,8 +25,8 @@ from headlib.nn.model import KINDS
 from headlib.profiles import grids
 from headlib.pruning.points import (SETTINGS, full_point, pruning_curve, scratch_plan, scratch_point,
                                     validate_curve, validation_lambdas)
-from headlib.pruning.readout import (encoder_first_cross_last, enrichment, mean_open_layer, pruned_vs_scratch,
-                                     pruning_order, scratch_table, survival, sweep_table)
+from headlib.pruning.readout import (budget_table, encoder_first_cross_last, enrichment, function_counts,
+                                     mean_open_layer, pruned_vs_scratch, pruning_order, survival, sweep_table)
 from headlib.settings import results_dir
 from headlib.train import prepare_data, pretrained
 from headlib.train.records import recorded_model
@@ -70,9 +71,10 @@ def sweep(profile: str, pair: str, seed: int, setting: str, lambdas: str = "", f
     data = prepare_data(get_config(profile, [f"train.seed={seed}"], pair=pair))
     out = results_dir(profile, pair, seed) / "pruning"
     beam, alpha = run["config"]["train"]["beam"], run["len_alpha"]
-    full = full_point(model, data, pair, alpha, beam, out)
+    probe = FunctionProbe.for_pair(pair, data.bpe, grid.function_sentences)                 # Fig. 8
+    full = full_point(model, data, pair, alpha, beam, out, describe=probe)
     rows = pruning_curve(model, data, SETTINGS[setting], lams, steps, seed, pair, alpha, beam, out, method=curve,
-                         path_share=grid.path_share)
+                         path_share=grid.path_share, describe=probe)
     checked = _numbers(validate) or validation_lambdas(lams, grid.validation_points)
     validation = (validate_curve(model, data, rows, checked, steps, seed, pair, alpha, beam, out)
                   if curve == "path" else None)
@@ -151,11 +153,21 @@ def encoder_values(s: Sweep, table: pd.DataFrame) -> dict:
               "sec6-tuned-heads": tuned["retained"]["enc-self"], "sec6-tuned-bleu": tuned["test_beam"],
               "sec6-tolerance": TOLERANCE, "sec6-paper-tolerance": PAPER_TOLERANCE, "sec6-n-zero": len(zero),
               "sec6-zero-bleu": float(zero["BLEU"].mean()) if len(zero) else float("nan"),
-              "sec6-zero-delta": float(zero["BLEU"].mean() - s.full["test_beam"]) if len(zero) else float("nan")}
+              "sec6-zero-delta": float(zero["BLEU"].mean() - s.full["test_beam"]) if len(zero) else float("nan"),
+              "sec6-zero-first": zero_point(zero)}
     for name, reference in (("full", s.full["test_beam"]), ("tuned", tuned["test_beam"])):
         values[f"sec6-within-{name}"] = fewest_heads_within(table, reference, TOLERANCE)
         values[f"sec6-within-{name}-paper"] = fewest_heads_within(table, reference, PAPER_TOLERANCE)
     return values
+
+
+def zero_point(zero: pd.DataFrame) -> str:
+    """The smallest lambda that closes every encoder head, against the unpruned model with its 95%
+    interval (`zero`: those rows of the encoder table)."""
+    if zero.empty:
+        return "no point closes every head"
+    z = zero.sort_values("lambda").iloc[0]
+    return f"{z['vs. full']:+.2f} [{z['vs. full low']:+.2f}, {z['vs. full high']:+.2f}] at lambda {z['lambda']:g}"
 
 
 def bleu_vs_heads_figure(s: Sweep, table: pd.DataFrame):
@@ -179,25 +191,37 @@ def bleu_vs_heads_figure(s: Sweep, table: pd.DataFrame):
 
 
 def encoder_scratch(s: Sweep, spread: float | None) -> tuple[pd.DataFrame, dict]:
-    """Pruned against from scratch at the plan's points (footnote 8; pruning_encoder_scratch.csv),
-    judged as C7 judges it, by each difference's 95% paired bootstrap interval; the seeds' spread of
-    test BLEU (`spread`, None with one seed) beside it for scale."""
+    """Table 2 for the encoder (footnote 8; pruning_encoder_scratch.csv): each from-scratch run
+    beside its pruned point with both budgets, the all-heads control last (`budget_table`), judged
+    as C7 judges it, by each difference's 95% paired bootstrap interval; the seeds' spread of test
+    BLEU (`spread`, None with one seed) beside it for scale."""
     from IPython.display import Markdown
-    versus = scratch_table(s.rows, s.scratch, refs=s.refs)
+    versus = budget_table(s.rows, s.scratch, s.control, s.full, s.run, s.refs)
     if s.control is None:
-        return versus, {"sec6-seed-spread": "not measured", "sec6-scratch-verdict": Markdown(
-            "not measured: an imported model has no recipe to train from scratch with.")}
+        return versus, {"sec6-seed-spread": "not measured", "sec6-control-diff": "not measured",
+                        "sec6-scratch-verdict": Markdown(
+                            "not measured: an imported model has no recipe to train from scratch with.")}
     versus.to_csv(s.out.parent / "pruning_encoder_scratch.csv", index=False)
-    ahead = int((versus["pruned - scratch low"] > 0).sum())
-    behind = int((versus["pruned - scratch high"] < 0).sum())
-    reproduces = "reproduces" if ahead == len(versus) else "does not reproduce"
+    judged, control = versus[~versus["control"]], versus[versus["control"]].iloc[0]
+    ahead = int((judged["pruned - scratch low"] > 0).sum())
+    behind = int((judged["pruned - scratch high"] < 0).sum())
+    reproduces = "reproduces" if ahead == len(judged) else "does not reproduce"
     return versus, {
         "sec6-seed-spread": f"{spread:.2f} BLEU (range over the trained seeds)" if spread is not None
                             else "an amount not measured yet (one seed trained)",
+        "sec6-control-diff": f"{control['pruned - scratch']:+.2f} [{control['pruned - scratch low']:+.2f}, "
+                             f"{control['pruned - scratch high']:+.2f}]",
         "sec6-scratch-verdict": Markdown(
-            f"pruned ahead (its 95% interval above 0) at {ahead} of {len(versus)} configurations, from scratch ahead "
-            f"at {behind} ({', '.join(f'{d:+.2f}' for d in versus['pruned - scratch'])} BLEU); the paper's footnote 8 "
-            f"({not_assessable(s.out.parent) or reproduces + ' here for the encoder'}).")}
+            f"pruned ahead (its 95% interval above 0) at {ahead} of {len(judged)} configurations, from scratch ahead "
+            f"at {behind} ({', '.join(f'{d:+.2f}' for d in judged['pruned - scratch'])} BLEU); the paper's footnote 8 "
+            f"({(not_assessable(s.out.parent) or reproduces + ' here for the encoder').removesuffix('.')}).")}
+
+
+def budget_style(table: pd.DataFrame):
+    """A `budget_table` as the pages show it: BLEU to 2 decimals, budgets with thousands separators."""
+    counts = ["pruned updates", "scratch updates", "pruned tokens", "scratch tokens"]
+    return (table.drop(columns=["control"]).style.format(precision=2, na_rep="")
+            .format("{:,.0f}", subset=counts).format("{:g}", subset=["lambda"], na_rep="").hide(axis="index"))
 
 
 def head_table(importance: pd.DataFrame, functions: pd.DataFrame) -> pd.DataFrame:
@@ -209,14 +233,12 @@ def head_table(importance: pd.DataFrame, functions: pd.DataFrame) -> pd.DataFram
 
 
 def survivors_figure(s: Sweep, heads: pd.DataFrame):
-    """Fig. 8: at each distinct number of open encoder heads, the open heads' relevance (closed ones
-    grey), each specialized head labelled with its functions."""
+    """Fig. 8: at each distinct number of open encoder heads, the open heads' relevance in the
+    unpruned model (closed ones grey), each head labelled with the functions it has in that pruned
+    model (the point's `functions`, `analysis.probe`)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
     relevance = heads.pivot(index="layer", columns="head", values="relevance")
-    named = heads["functions"].where(heads["specialized"]).map(
-        lambda f: short_functions(f) if isinstance(f, str) else "")
-    labels = heads.assign(label=named).pivot(index="layer", columns="head", values="label")
     panels = list({r["retained"]["enc-self"]: r for r in s.rows if r["retained"]["enc-self"] > 0}.values())
     if not panels:
         fig, ax = plt.subplots(figsize=(6, 1))
@@ -232,14 +254,31 @@ def survivors_figure(s: Sweep, heads: pd.DataFrame):
     limit = float(relevance.abs().max().max())
     for ax, r in zip(axes.flat, panels):
         kept = kind_mask(r["mask"], "enc-self").numpy().astype(bool)
+        labels = pd.DataFrame("", index=relevance.index, columns=relevance.columns)
+        for h in r["functions"]:
+            labels.loc[h["layer"], h["head"]] = short_functions(h["functions"])
         ax.set_facecolor("0.8")                                  # closed heads (NaN cells) show the background
         sns.heatmap(relevance.where(kept), ax=ax, cmap="RdBu", center=0, vmin=-limit, vmax=limit, cbar=False,
-                    annot=labels.where(kept, "").values, fmt="", linewidths=0.3, linecolor="0.9",
+                    annot=labels.values, fmt="", linewidths=0.3, linecolor="0.9",
                     xticklabels=False, yticklabels=True)
         ax.set(title=f"{r['retained']['enc-self']} heads", xlabel="head", ylabel="layer")
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def functions_through_pruning(s: Sweep) -> tuple[pd.DataFrame, dict]:
+    """Fig. 8 in numbers (`function_counts`, pruning_functions.csv): per point, its open heads with
+    each kind of function measured on the pruned model, the unpruned model first (measured the same
+    way: Sec. 5's functions)."""
+    table = pd.concat([function_counts([s.full]).assign(model="unpruned"),
+                       function_counts(s.rows).assign(model="pruned")], ignore_index=True)
+    table.to_csv(s.out.parent / "pruning_functions.csv", index=False)
+    pruned = table[table["model"] == "pruned"]
+    return table, {"sec6-function-sentences": s.rows[0]["function_sentences"],
+                   "sec6-max-positional": int(pruned["positional"].max()),
+                   "sec6-max-syntactic": int(pruned["syntactic"].max()),
+                   "sec6-max-rare": int(pruned["rare-word"].max())}
 
 
 def specialization(s: Sweep, heads: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -273,14 +312,25 @@ def all_table(s: Sweep) -> pd.DataFrame:
 
 
 def all_values(table: pd.DataFrame) -> dict:
-    """Pruned against from scratch: who wins how often and by how much, and the best scratch run."""
-    diffs = table["pruned - scratch"].dropna()
-    scratch = table.dropna(subset=["from scratch"])
-    best = scratch.loc[scratch["from scratch"].idxmax()] if len(scratch) else None
-    return {"sec63-pruned-wins": int((diffs > 0).sum()), "sec63-scratch-wins": int((diffs < 0).sum()),
-            "sec63-n-scratch": len(diffs), "sec63-differences": ", ".join(f"{d:+.2f}" for d in diffs),
+    """Pruned against from scratch, judged as C7 judges it: at how many configurations each side is
+    ahead by its 95% interval, the differences, and the best scratch run."""
+    compared = table.dropna(subset=["pruned - scratch"])
+    best = compared.loc[compared["from scratch"].idxmax()] if len(compared) else None
+    return {"sec63-pruned-wins": int((compared["pruned - scratch low"] > 0).sum()),
+            "sec63-scratch-wins": int((compared["pruned - scratch high"] < 0).sum()), "sec63-n-scratch": len(compared),
+            "sec63-differences": ", ".join(f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in
+                                           compared[["pruned - scratch", "pruned - scratch low",
+                                                     "pruned - scratch high"]].itertuples(index=False)),
             "sec63-best-scratch-heads": int(best["total heads"]) if best is not None else 0,
             "sec63-best-scratch-bleu": float(best["from scratch"]) if best is not None else float("nan")}
+
+
+def all_budget_table(s: Sweep) -> pd.DataFrame:
+    """Table 2 with both budgets for all attention (`budget_table`; pruning_all_budgets.csv)."""
+    table = budget_table(s.rows, s.scratch, s.control, s.full, s.run, s.refs)
+    if s.control is not None:
+        table.to_csv(s.out.parent / "pruning_all_budgets.csv", index=False)
+    return table
 
 
 def open_fractions(s: Sweep) -> pd.DataFrame:
