@@ -203,6 +203,7 @@ def test_the_budget_table_sets_each_run_beside_its_point_with_both_budgets_and_t
     assert table[["pruned updates", "scratch updates", "pruned tokens", "scratch tokens"]].values.tolist() == \
         [[1300, 1300, 2600, 2610], [1100, 1100, 2200, 2190], [1000, 1300, 2000, 2590]]
     assert table["scratch device"].tolist() == ["cpu", "gpu", "cpu"]
+    assert list(table.columns) == list(budget_table([point], [], None, {}, {}).columns)   # none: the same columns
     with pytest.raises(ValueError, match="enc-self:01/00"):
         budget_table([point], [run | {"mask": "enc-self:01/00"}], None, {"test_beam": 30.0},
                      {"steps": 1000, "train_tokens": 2000})

@@ -63,6 +63,11 @@ def pruned_vs_scratch(rows: list[dict], scratch: list[dict], refs: list[str] | N
     return table                                                                 # (len(rows), 8)
 
 
+BUDGET_COLUMNS = ["pruned kinds", "heads kept (enc-self/dec-self/dec-enc)", "lambda", "pruned", "from scratch",
+                  "pruned - scratch", "pruned - scratch low", "pruned - scratch high", "pruned updates",
+                  "scratch updates", "pruned tokens", "scratch tokens", "scratch device", "control"]
+
+
 def budget_table(rows: list[dict], scratch: list[dict], control: dict | None, full: dict, baseline: dict,
                  refs: list[str] | None = None) -> pd.DataFrame:
     """Table 2 with both budgets: one row per from-scratch run of `scratch` beside the first point of
@@ -85,7 +90,7 @@ def budget_table(rows: list[dict], scratch: list[dict], control: dict | None, fu
     if control is not None:
         out.append(_budget_row("none (all heads: the control)", full, control, refs, baseline["steps"],
                                baseline["train_tokens"]) | {"control": True})
-    return pd.DataFrame(out)                                                     # (runs + 1, 14)
+    return pd.DataFrame(out, columns=BUDGET_COLUMNS)                             # (runs + 1, 14)
 
 
 def _budget_row(kinds: str, pruned: dict, scratch: dict, refs, updates: int, tokens: int) -> dict:
