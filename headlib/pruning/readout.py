@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import torch
 
+from headlib.analysis.heads import short_functions
 from headlib.nn.decode import bleu_difference
 from headlib.nn.masks import canonical, kind_mask
 from headlib.pruning.points import fixed_masks
@@ -233,12 +234,12 @@ def function_counts(rows: list[dict], kind: str = "enc-self") -> pd.DataFrame:
     positional baseline and layer-1 rarest-token rate; NaN without open heads)."""
     out = []
     for r in rows:
-        labels = [[f.strip() for f in h["functions"].split(",")] for h in r["functions"]]
+        codes = [short_functions(h["functions"]).split() for h in r["functions"]]   # per head: "p-1", "s", "r"
         stats = pd.DataFrame(r["head_stats"], columns=["layer", "positional_share", "syntactic_margin", "rarest"])
         out.append({"lambda": r["lam"], "heads": r["retained"][kind],
-                    "positional": sum(any(f.startswith("pos") for f in fs) for fs in labels),
-                    "syntactic": sum(any(not f.startswith("pos") and f != "rare" for f in fs) for fs in labels),
-                    "rare-word": sum("rare" in fs for fs in labels),
+                    "positional": sum(any(c.startswith("p") for c in cs) for cs in codes),
+                    "syntactic": sum("s" in cs for cs in codes),
+                    "rare-word": sum("r" in cs for cs in codes),
                     "best positional share": stats["positional_share"].max(),
                     "best syntactic margin": stats["syntactic_margin"].max(),
                     "best layer-1 rare rate": stats.loc[stats["layer"] == 1, "rarest"].max()})
