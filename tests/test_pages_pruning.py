@@ -2,6 +2,7 @@
 answers are known; `sweep` itself (computing the points) runs in the smoke book."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -117,6 +118,8 @@ def test_the_encoder_scratch_table_is_table_2_with_the_control_left_out_of_the_v
                                                                                              [1000, 2000, 1100]]
     assert values["sec6-control-diff"].startswith("+1.00") and "at 0 of 1 configurations" in \
         values["sec6-scratch-verdict"].data                   # no translations kept: no interval, nothing ahead
+    assert "contains 0" not in values["sec6-scratch-verdict"].data             # ... and no interval to contain it
+    assert values["sec6-fewer-heads"] == "2 heads -0.50 [+nan, +nan]"         # all heads 29.0 - 2 heads 29.5
     assert "Table" not in page.budget_style(versus).to_html() and "1,100" in page.budget_style(versus).to_html()
 
 
@@ -140,3 +143,16 @@ def test_fig_8_labels_each_panel_with_the_functions_of_its_own_pruned_model(tmp_
     fig = page.survivors_figure(s, heads)
     cells = [[t.get_text() for t in ax.texts] for ax in fig.axes if ax.texts]
     assert cells == [["p-1", "", ""], ["s"]]      # open heads only, each point's own labels (not the unpruned model's)
+
+
+def test_the_encoder_scratch_verdict_says_when_every_interval_contains_0(tmp_path):
+    refs = [f"a caption number {i} with some words" for i in range(30)]
+    rows = [_point(0.01, {"enc-self": 2}, 30.0) | {"test_hypotheses": refs}]
+    scratch = [{"mask": "enc-self:11/00", "retained": {"enc-self": 2, "dec-self": 4, "dec-enc": 4}, "test_beam": 30.0,
+                "device": "cpu", "steps": 1100, "tokens": 2190, "results": {}, "test_hypotheses": refs}]
+    s = dataclasses.replace(_sweep(tmp_path, rows, scratch), refs=refs)
+    s.control["test_hypotheses"] = refs
+    versus, values = page.encoder_scratch(s, None)
+    assert versus[["pruned - scratch low", "pruned - scratch high"]].values.tolist()[0] == [0.0, 0.0]
+    assert "does not reproduce here for the encoder: every interval contains 0" in values["sec6-scratch-verdict"].data
+    assert values["sec6-fewer-heads"] == "2 heads -1.00 [+0.00, +0.00]"      # the same translations: a 0-wide interval

@@ -25,7 +25,7 @@ from headlib.nn.model import KINDS
 from headlib.profiles import grids
 from headlib.pruning.points import (SETTINGS, full_point, pruning_curve, scratch_plan, scratch_point,
                                     validate_curve, validation_lambdas)
-from headlib.pruning.readout import (budget_table, encoder_first_cross_last, enrichment, function_counts,
+from headlib.pruning.readout import (budget_table, encoder_first_cross_last, enrichment, function_counts, interval,
                                      mean_open_layer, pruned_vs_scratch, pruning_order, survival, sweep_table)
 from headlib.settings import results_dir
 from headlib.train import prepare_data, pretrained
@@ -199,22 +199,28 @@ def encoder_scratch(s: Sweep, spread: float | None) -> tuple[pd.DataFrame, dict]
     versus = budget_table(s.rows, s.scratch, s.control, s.full, s.run, s.refs)
     if s.control is None:
         return versus, {"sec6-seed-spread": "not measured", "sec6-control-diff": "not measured",
+                        "sec6-fewer-heads": "not measured",
                         "sec6-scratch-verdict": Markdown(
                             "not measured: an imported model has no recipe to train from scratch with.")}
     versus.to_csv(s.out.parent / "pruning_encoder_scratch.csv", index=False)
     judged, control = versus[~versus["control"]], versus[versus["control"]].iloc[0]
     ahead = int((judged["pruned - scratch low"] > 0).sum())
     behind = int((judged["pruned - scratch high"] < 0).sum())
-    reproduces = "reproduces" if ahead == len(judged) else "does not reproduce"
+    reproduces = ("reproduces here for the encoder" if ahead == len(judged) else
+                  "does not reproduce here for the encoder" + (": every interval contains 0, so neither side is shown ahead"
+                                                               if judged["pruned - scratch low"].le(0).all() and
+                                                               judged["pruned - scratch high"].ge(0).all() else ""))
     return versus, {
         "sec6-seed-spread": f"{spread:.2f} BLEU (range over the trained seeds)" if spread is not None
                             else "an amount not measured yet (one seed trained)",
         "sec6-control-diff": f"{control['pruned - scratch']:+.2f} [{control['pruned - scratch low']:+.2f}, "
                              f"{control['pruned - scratch high']:+.2f}]",
+        "sec6-fewer-heads": "; ".join(f"{r['retained']['enc-self']} heads {s.control['test_beam'] - r['test_beam']:+.2f} "
+                                      "[{:+.2f}, {:+.2f}]".format(*interval(s.control, r, s.refs)) for r in s.scratch),
         "sec6-scratch-verdict": Markdown(
             f"pruned ahead (its 95% interval above 0) at {ahead} of {len(judged)} configurations, from scratch ahead "
             f"at {behind} ({', '.join(f'{d:+.2f}' for d in judged['pruned - scratch'])} BLEU); the paper's footnote 8 "
-            f"({(not_assessable(s.out.parent) or reproduces + ' here for the encoder').removesuffix('.')}).")}
+            f"({(not_assessable(s.out.parent) or reproduces).removesuffix('.')}).")}
 
 
 def budget_style(table: pd.DataFrame):
