@@ -118,6 +118,7 @@ def test_pages_re_executed_from_the_release_give_every_glued_value_back(released
     same pages executed again in a scratch folder, every glued value equal; the committed tables are
     not written."""
     import headlib.book as book
+    from headlib.book.verification import verification_record
     from headlib.settings import results_dir
     chosen = book.select(["03_data_and_models", "04_important_heads", "05_head_functions", "09_claims"])
     out = tmp_path / "book"
@@ -143,4 +144,7 @@ def test_pages_re_executed_from_the_release_give_every_glued_value_back(released
     print(book.report(checks))
     assert [c.page.split("/")[-1] for c in checks] == [nb.name for nb in chosen]
     assert all(c.values > 0 and c.ok for c in checks), book.report(checks)
+    record = json.loads(json.dumps(verification_record(checks, [("en-de", 1)], 12.34)))   # as verify --json writes it
+    assert record["values"] == record["equal"] == sum(c.values for c in checks) and record["seconds"] == 12.3
+    assert [p["page"] for p in record["pages"]] == [c.page for c in checks] and record["machine"]["device"] == "cpu"
     assert {p: p.read_bytes() for p in results_dir("smoke", "en-de", 1).glob("*.csv")} == tables

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from headlib.book.checks import check
@@ -18,7 +19,8 @@ from headlib.book.keys import estimate, status
 from headlib.book.plan import NOTEBOOKS, BookError, clock, default_out, select
 from headlib.book.runner import run
 from headlib.book.toc import build
-from headlib.book.verification import committed_units, report, verify
+from headlib.book.verification import committed_units, report, verification_record, verify
+from headlib.files import write_json
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,6 +45,8 @@ def parser() -> argparse.ArgumentParser:
         if name == "verify":
             p.add_argument("--pair", help="the unit's pair (default: every unit with pages in the book)")
             p.add_argument("--seed", type=int, default=1)
+            p.add_argument("--json", help="also write each page's check, the wall-clock seconds and the machine here "
+                           "(the timing of `make pages`)")
     return parser
 
 
@@ -74,8 +78,11 @@ def main(argv=None) -> int:
             return 1 if problems else 0
         if args.command == "verify":
             units = [(args.pair, args.seed)] if args.pair else committed_units(out)
+            t0 = time.time()
             checks = [c for pair, seed in units for c in verify(args.profile, pair, seed, out)]
             print(report(checks))
+            if args.json:
+                write_json(Path(args.json), verification_record(checks, units, time.time() - t0))
             return 0 if all(c.ok for c in checks) else 1
         result = build(out)
         sys.stdout.write(result.stdout)

@@ -21,7 +21,7 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 from unittest import mock
@@ -150,6 +150,15 @@ def verify(profile: str = "cpu", pair: str = "en-de", seed: int = 1, out: Path |
         page = r.output.relative_to(scratch / "book").with_suffix("").as_posix()
         checks.append(compare_page(out / f"{page}.ipynb", r.output, specs.get(page, {}), page, r.seconds))
     return checks
+
+
+def verification_record(checks: list[PageCheck], units: list[tuple[str, int]], seconds: float) -> dict:
+    """What one `verify` run measured, as JSON: the units and each page's check, the wall-clock
+    `seconds` of the whole run (copying the records included) and the machine it ran on."""
+    from headlib.train.machine import machine
+    return {"units": [f"{pair}/seed{seed}" for pair, seed in units], "seconds": round(seconds, 1),
+            "values": sum(c.values for c in checks), "equal": sum(c.equal for c in checks),
+            "pages": [asdict(c) for c in checks], "machine": machine()}
 
 
 def report(checks: list[PageCheck]) -> str:
