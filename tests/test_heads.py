@@ -247,6 +247,7 @@ def test_short_functions_for_heatmap_cells():
     assert short_functions("pos-1, rare") == "p-1 r"
     assert short_functions("nsubj v->s, amod n->a, pos+2") == "s p+2"
     assert short_functions("") == "" and short_functions(float("nan")) == ""
+    assert short_functions("poss n->p") == "s"                 # a relation whose name starts with "pos"
 
 def test_syntactic_heads_absolute_and_relative_margins_on_a_hand_built_table():
     """Best head per relation and direction against its baseline: `syntactic` at least 10 points

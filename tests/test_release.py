@@ -146,5 +146,5 @@ def test_pages_re_executed_from_the_release_give_every_glued_value_back(released
     assert all(c.values > 0 and c.ok for c in checks), book.report(checks)
     record = json.loads(json.dumps(verification_record(checks, [("en-de", 1)], 12.34)))   # as verify --json writes it
     assert record["values"] == record["equal"] == sum(c.values for c in checks) and record["seconds"] == 12.3
-    assert [p["page"] for p in record["pages"]] == [c.page for c in checks] and record["machine"]["device"] == "cpu"
+    assert [p["page"] for p in record["pages"]] == [c.page for c in checks] and "device" in record["machine"]
     assert {p: p.read_bytes() for p in results_dir("smoke", "en-de", 1).glob("*.csv")} == tables

@@ -7,6 +7,7 @@ DataFrame.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -329,7 +330,7 @@ def short_functions(functions: str) -> str:
         return ""
     codes = []
     for label in filter(None, (f.strip() for f in functions.split(","))):
-        codes.append("p" + label[3:] if label.startswith("pos") else "r" if label == "rare" else "s")
+        codes.append("p" + label[3:] if re.fullmatch(r"pos[+-]\d+", label) else "r" if label == "rare" else "s")
     return " ".join(dict.fromkeys(codes))
 
 

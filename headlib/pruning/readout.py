@@ -64,6 +64,12 @@ def pruned_vs_scratch(rows: list[dict], scratch: list[dict], refs: list[str] | N
     return table                                                                 # (len(rows), 8)
 
 
+def sides(table: pd.DataFrame) -> tuple[int, int]:
+    """At how many rows of a pruned-vs-scratch table pruned is ahead (its "pruned - scratch" 95%
+    interval above 0) and at how many from scratch is (below 0); a row without an interval is neither."""
+    return int((table["pruned - scratch low"] > 0).sum()), int((table["pruned - scratch high"] < 0).sum())
+
+
 BUDGET_COLUMNS = ["pruned kinds", "heads kept (enc-self/dec-self/dec-enc)", "lambda", "pruned", "from scratch",
                   "pruned - scratch", "pruned - scratch low", "pruned - scratch high", "pruned updates",
                   "scratch updates", "pruned tokens", "scratch tokens", "scratch device", "control"]

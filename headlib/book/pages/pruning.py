@@ -26,7 +26,7 @@ from headlib.profiles import grids
 from headlib.pruning.points import (SETTINGS, full_point, pruning_curve, scratch_plan, scratch_point,
                                     validate_curve, validation_lambdas)
 from headlib.pruning.readout import (budget_table, encoder_first_cross_last, enrichment, function_counts, interval,
-                                     mean_open_layer, pruned_vs_scratch, pruning_order, survival, sweep_table)
+                                     mean_open_layer, pruned_vs_scratch, pruning_order, sides, survival, sweep_table)
 from headlib.settings import results_dir
 from headlib.train import prepare_data, pretrained
 from headlib.train.records import recorded_model
@@ -204,9 +204,8 @@ def encoder_scratch(s: Sweep, spread: float | None) -> tuple[pd.DataFrame, dict]
                             "not measured: an imported model has no recipe to train from scratch with.")}
     versus.to_csv(s.out.parent / "pruning_encoder_scratch.csv", index=False)
     judged, control = versus[~versus["control"]], versus[versus["control"]].iloc[0]
-    ahead = int((judged["pruned - scratch low"] > 0).sum())
-    behind = int((judged["pruned - scratch high"] < 0).sum())
-    reproduces = ("reproduces here for the encoder" if ahead == len(judged) else
+    ahead, behind = sides(judged)
+    reproduces = ("reproduces here for the encoder" if ahead == len(judged) > 0 else
                   "does not reproduce here for the encoder" + (": every interval contains 0, so neither side is shown ahead"
                                                                if judged["pruned - scratch low"].le(0).all() and
                                                                judged["pruned - scratch high"].ge(0).all() else ""))
@@ -216,7 +215,8 @@ def encoder_scratch(s: Sweep, spread: float | None) -> tuple[pd.DataFrame, dict]
         "sec6-control-diff": f"{control['pruned - scratch']:+.2f} [{control['pruned - scratch low']:+.2f}, "
                              f"{control['pruned - scratch high']:+.2f}]",
         "sec6-fewer-heads": "; ".join(f"{r['retained']['enc-self']} heads {s.control['test_beam'] - r['test_beam']:+.2f} "
-                                      "[{:+.2f}, {:+.2f}]".format(*interval(s.control, r, s.refs)) for r in s.scratch),
+                                      f"[{low:+.2f}, {high:+.2f}]" for r in s.scratch
+                                      for low, high in [interval(s.control, r, s.refs)]),
         "sec6-scratch-verdict": Markdown(
             f"pruned ahead (its 95% interval above 0) at {ahead} of {len(judged)} configurations, from scratch ahead "
             f"at {behind} ({', '.join(f'{d:+.2f}' for d in judged['pruned - scratch'])} BLEU); the paper's footnote 8 "
@@ -322,8 +322,8 @@ def all_values(table: pd.DataFrame) -> dict:
     ahead by its 95% interval, the differences, and the best scratch run."""
     compared = table.dropna(subset=["pruned - scratch"])
     best = compared.loc[compared["from scratch"].idxmax()] if len(compared) else None
-    return {"sec63-pruned-wins": int((compared["pruned - scratch low"] > 0).sum()),
-            "sec63-scratch-wins": int((compared["pruned - scratch high"] < 0).sum()), "sec63-n-scratch": len(compared),
+    ahead, behind = sides(compared)
+    return {"sec63-pruned-wins": ahead, "sec63-scratch-wins": behind, "sec63-n-scratch": len(compared),
             "sec63-differences": ", ".join(f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in
                                            compared[["pruned - scratch", "pruned - scratch low",
                                                      "pruned - scratch high"]].itertuples(index=False)),
