@@ -253,21 +253,24 @@ def c7_pruned_beats_scratch(out):
     """Pruned minus from-scratch BLEU (main test set, beam) at each configuration (encoder-only,
     Sec. 6.2; all attention, Sec. 6.3), budgets matched, each difference with its 95% paired
     bootstrap interval: pruned is ahead where the interval lies above 0, behind where it lies below."""
-    diffs = {}
+    from headlib.pruning.readout import sides
+    tables = {}
     for name, label in SCRATCH_TABLES:
         if (out / name).is_file():
             t = read_table(out, name).dropna(subset=["pruned - scratch"])
             t = t[~t["control"].astype(bool)] if "control" in t else t   # more updates, not fewer heads
             if (missing := no_intervals(t, "pruned - scratch", name)) is not None:
                 return missing
-            diffs[label] = list(zip(t["pruned - scratch"], t["pruned - scratch low"], t["pruned - scratch high"]))
-    if not any(diffs.values()):
+            if len(t):
+                tables[label] = t
+    if not tables:
         raise FileNotFoundError(out / "pruning_encoder_scratch.csv")
-    every = [d for ds in diffs.values() for d in ds]
-    ahead, behind = sum(low > 0 for _, low, _ in every), sum(high < 0 for _, _, high in every)
+    every = pd.concat(tables.values())
+    ahead, behind = sides(every)
     verdict = HOLDS if ahead == len(every) else FAILS if ahead == 0 else PARTLY
-    listed = "; ".join(f"{label} " + ", ".join(f"{d:+.2f} [{low:+.2f}, {high:+.2f}]" for d, low, high in ds)
-                       for label, ds in diffs.items() if ds)
+    listed = "; ".join(f"{label} " + ", ".join(f"{d:+.2f} [{low:+.2f}, {high:+.2f}]" for d, low, high in
+                                               zip(t["pruned - scratch"], t["pruned - scratch low"], t["pruned - scratch high"]))
+                       for label, t in tables.items())
     return (f"pruned - scratch (95% interval): {listed} BLEU; pruned ahead at {ahead} of {len(every)}, "
             f"scratch ahead at {behind}"), verdict
 
