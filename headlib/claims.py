@@ -276,11 +276,9 @@ def c7_pruned_beats_scratch(out):
 
 
 def c8_pruning_order(out):
-    from headlib.pruning.readout import encoder_first_cross_last, pruning_order
-    table = read_table(out, "pruning_all_attention.csv")
-    order = pruning_order(table)
-    holds = encoder_first_cross_last(order)
-    return "half of the heads gone first in " + " < ".join(f"{k} (lambda {lam:g})" for k, lam in order), HOLDS if holds else FAILS
+    from headlib.pruning.readout import encoder_first_cross_last, order_text, pruning_order
+    order = pruning_order(read_table(out, "pruning_all_attention.csv"))
+    return "half of the heads gone first in " + order_text(order), HOLDS if encoder_first_cross_last(order) else FAILS
 
 
 def c9_specialized_survive(out):

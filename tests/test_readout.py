@@ -222,3 +222,10 @@ def test_function_counts_count_each_open_head_once_per_kind_of_function():
     t = function_counts(rows)
     assert t.iloc[0].tolist() == [0.01, 3, 2, 1, 1, 0.95, 0.15, 0.4]       # layer 2's 0.9 is no layer-1 rate
     assert t.iloc[1, :5].tolist() == [0.1, 0, 0, 0, 0] and t.iloc[1, 5:].isna().all()
+
+
+def test_order_text_shows_a_tie_as_a_tie():
+    from headlib.pruning.readout import order_text
+    order = [("enc-self", 0.005), ("dec-self", 0.05), ("dec-enc", 0.05)]
+    assert order_text(order) == "enc-self (lambda 0.005) < dec-self (lambda 0.05) = dec-enc (lambda 0.05)"
+    assert order_text(order[:1]) == "enc-self (lambda 0.005)"

@@ -224,6 +224,14 @@ def pruning_order(table: pd.DataFrame) -> list[tuple[str, float]]:
     return sorted(((k, half_life(k)) for k in kinds), key=lambda t: (t[1], kinds.index(t[0])))
 
 
+def order_text(order: list[tuple[str, float]]) -> str:
+    """A `pruning_order` as text: "enc-self (lambda 0.005) < dec-self (lambda 0.05) = dec-enc (lambda 0.05)"."""
+    text = f"{order[0][0]} (lambda {order[0][1]:g})"
+    for (_, before), (kind, lam) in zip(order, order[1:]):
+        text += f" {'=' if lam == before else '<'} {kind} (lambda {lam:g})"
+    return text
+
+
 def encoder_first_cross_last(order: list[tuple[str, float]]) -> bool:
     """The paper's Fig. 9 claim on a `pruning_order`: enc-self loses half its heads at a finite
     lambda, before dec-enc, with dec-self in between (ties allowed)."""

@@ -26,7 +26,8 @@ from headlib.profiles import grids
 from headlib.pruning.points import (SETTINGS, full_point, pruning_curve, scratch_plan, scratch_point,
                                     validate_curve, validation_lambdas)
 from headlib.pruning.readout import (budget_table, encoder_first_cross_last, enrichment, function_counts, interval,
-                                     mean_open_layer, pruned_vs_scratch, pruning_order, sides, survival, sweep_table)
+                                     mean_open_layer, order_text, pruned_vs_scratch, pruning_order, sides, survival,
+                                     sweep_table)
 from headlib.settings import results_dir
 from headlib.train import prepare_data, pretrained
 from headlib.train.records import recorded_model
@@ -382,7 +383,7 @@ def order_values(s: Sweep, table: pd.DataFrame) -> dict:
     order = pruning_order(table)
     c8 = "holds" if encoder_first_cross_last(order) else "does not hold"
     return {"sec63-heads-per-kind": per_kind, "sec63-heads-per-layer": per_kind // layers,
-            "sec63-order": " < ".join(f"{k} (lambda {lam:g})" for k, lam in order),
+            "sec63-order": order_text(order),
             "sec63-c8": (not_assessable(s.out.parent) or c8).removesuffix("."),
             "sec63-layer-dec-self": mean_open_layer(s.rows, "dec-self", per_kind),
             "sec63-layer-dec-enc": mean_open_layer(s.rows, "dec-enc", per_kind)}
