@@ -35,9 +35,9 @@ def main(argv=None) -> int:
     test = load_split(args.pair, main_test_set(args.pair))
     batches = encoder_batches(bpe, test.src)
     out = results_dir(args.profile, args.pair, 1) / "pruning"
-    rows = {r["retained"]["enc-self"]: r for r in points(out, ("enc-self",))}
+    rows = {r["retained"]["enc-self"]: r for r in points(out, ("enc-self",), model)}
     configs = [("unpruned", None)] + [(f"enc-self {n}", rows[n]) for n in sorted(rows, reverse=True) if n < 48]
-    configs += [(f"all kinds {sum(r['retained'].values())}", r) for r in points(out, KINDS)[3:6]]
+    configs += [(f"all kinds {sum(r['retained'].values())}", r) for r in points(out, KINDS, model)[3:6]]
     results, base = [], None
     for name, row in configs:
         masked = with_masks(model, row["mask"]) if row is not None else model
@@ -57,8 +57,8 @@ def main(argv=None) -> int:
         print(f"{name:18s} params {small.num_parameters():>10,}  encode {enc:7.3f}s ({base[0] / enc:.2f}x)  "
               f"beam {dec:7.2f}s ({base[1] / dec:.2f}x)  same={same}", flush=True)
     if args.json:
-        write_json(args.json, {"threads": torch.get_num_threads(), "test_set": test.name, "beam": beam,
-                               "sentences": len(test.src), "results": results})
+        write_json(args.json, {"model": model.fingerprint(), "threads": torch.get_num_threads(), "test_set": test.name,
+                               "beam": beam, "sentences": len(test.src), "results": results})
     return 0
 
 

@@ -45,3 +45,19 @@ def test_around_top_heads_keeps_each_layers_most_relevant():
     importance = pd.DataFrame({"layer": [1, 1, 1, 2, 2, 2], "head": [1, 2, 3, 1, 2, 3], "rank_in_layer": [3, 1, 2, 2, 3, 1]})
     assert top_heads(importance, 1, (2, 3)).tolist() == [[0, 1, 0], [0, 0, 1]]
     assert top_heads(importance, 2, (2, 3)).tolist() == [[0, 1, 1], [1, 0, 1]]
+
+
+def test_beyond_speed_reads_a_benchmark_only_of_the_pages_model(tmp_path):
+    import json
+    from types import SimpleNamespace
+    from headlib.book.pages import beyond
+    out = tmp_path / "results" / "cpu" / "en-de" / "seed1"
+    bench = tmp_path / "results" / "cpu" / "benchmarks" / "shrink_speed_1thread.json"
+    bench.parent.mkdir(parents=True)
+    row = {"config": "enc-self 12", "heads": {"enc-self": 12, "dec-self": 48, "dec-enc": 48}, "parameters": 1e7,
+           "encode_speedup": 1.5, "beam_speedup": 1.1, "same_translations_as_masked": True}
+    bench.write_text(json.dumps({"model": "aaaaaaaaaaaa", "threads": 1, "test_set": "t", "results": [row]}))
+    table, values = beyond.speed(out, SimpleNamespace(fingerprint=lambda: "aaaaaaaaaaaa"))
+    assert values["beyond-speed-enc"] == 1.5 and len(table) == 1
+    table, values = beyond.speed(out, SimpleNamespace(fingerprint=lambda: "bbbbbbbbbbbb"))   # another model's
+    assert "not measured on this model" in values["beyond-speed-source"].data and values["beyond-speed-k"] == 0

@@ -248,14 +248,14 @@ def dsp_settings(b: Beyond) -> tuple[pd.DataFrame, dict]:
         "beyond-dsp-paper-tau": show_tau(DSP_TAU), "beyond-dsp-tau": show_tau(PruneConfig.tau)}
 
 
-def speed(out: Path) -> tuple[pd.DataFrame, dict]:
-    """The committed shrink benchmark of the profile (`benchmarks/shrink_speed.py`, one thread), if
-    any: one row per model, and the speed-ups of the 12-head encoder the prose cites."""
+def speed(out: Path, model) -> tuple[pd.DataFrame, dict]:
+    """The committed shrink benchmark of the profile (`benchmarks/shrink_speed.py`, one thread) if it
+    measured `model`: one row per model, and the speed-ups of the 12-head encoder the prose cites."""
     from IPython.display import Markdown
     bench = out.parents[1] / "benchmarks" / "shrink_speed_1thread.json"
-    if not bench.is_file():
-        return pd.DataFrame({"model": ["(no benchmark for this profile)"]}), {
-            "beyond-speed-source": Markdown("not measured for this profile: run `benchmarks/shrink_speed.py`"),
+    if not bench.is_file() or json.loads(bench.read_text()).get("model") != model.fingerprint():
+        return pd.DataFrame({"model": ["(no benchmark of this model)"]}), {
+            "beyond-speed-source": Markdown("not measured on this model: run `benchmarks/shrink_speed.py`"),
             "beyond-speed-set": "-", "beyond-speed-k": 0, "beyond-speed-of": 0,
             "beyond-speed-enc": float("nan"), "beyond-speed-beam": float("nan")}
     record = json.loads(bench.read_text())
