@@ -253,12 +253,12 @@ def speed(out: Path, model) -> tuple[pd.DataFrame, dict]:
     measured `model`: one row per model, and the speed-ups of the 12-head encoder the prose cites."""
     from IPython.display import Markdown
     bench = out.parents[1] / "benchmarks" / "shrink_speed_1thread.json"
-    if not bench.is_file() or json.loads(bench.read_text()).get("model") != model.fingerprint():
+    record = json.loads(bench.read_text()) if bench.is_file() else {}
+    if record.get("model") != model.fingerprint():
         return pd.DataFrame({"model": ["(no benchmark of this model)"]}), {
             "beyond-speed-source": Markdown("not measured on this model: run `benchmarks/shrink_speed.py`"),
             "beyond-speed-set": "-", "beyond-speed-k": 0, "beyond-speed-of": 0,
             "beyond-speed-enc": float("nan"), "beyond-speed-beam": float("nan")}
-    record = json.loads(bench.read_text())
     rows = record["results"]
     table = pd.DataFrame([{"model": r["config"], **{f"{k} heads": v for k, v in r["heads"].items()},
                            "parameters": f"{r['parameters'] / 1e6:.2f}M",
