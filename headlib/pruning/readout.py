@@ -187,16 +187,20 @@ def choice_of_heads_verdict(methods: pd.DataFrame, spread: float | None) -> str:
     """Whether the choice of heads matters once the model is fine-tuned (Budhraja et al. 2020):
     at a head count k it does if the best method beats every random draw and the draws' mean by
     more than `spread` (the seed spread of BLEU: a smaller gap, measured on one seed, is what another
-    seed could give; None: not measured, so beyond zero). Training from scratch is left out."""
+    seed could give; None: not measured, so a gap is not assessable). Training from scratch is left out."""
     gaps = method_gaps(methods).set_index("k")
     random = methods[methods["method"] == "random"].groupby("k")["BLEU"]
     margin = spread or 0.0
     matters = [int(k) for k, g in gaps.iterrows()
                if k in random.groups and g["best BLEU"] > random.get_group(k).max() and g["random gap"] > margin]
-    against = f"the seed spread of {spread:.2f} BLEU" if spread is not None else "zero (no seed spread measured)"
+    against = f"the seed spread of {spread:.2f} BLEU" if spread is not None else "zero"
     if not matters:
         return (f"at no head count does the best method beat every random draw by more than {against}: knowing "
                 "which heads matter buys little once the model is fine-tuned, as Budhraja et al. found.")
+    if spread is None:
+        return (f"not assessable on one seed: at {', '.join(map(str, matters))} heads the best method is above every "
+                "random draw, but it is the best of several methods picked after their scores were seen, and "
+                "without the other seeds' releases there is no seed spread to tell such a gap from noise.")
     return (f"the choice of heads matters beyond the fine-tuning budget at {', '.join(map(str, matters))} heads "
             f"(the best method above every random draw, and the draws' mean more than {against} behind).")
 
