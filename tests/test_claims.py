@@ -295,3 +295,19 @@ def test_differences_without_intervals_are_not_measured(tmp_path):
     table = claims_table(tmp_path).set_index("claim")
     assert table.loc["C6", "verdict"] == table.loc["C7", "verdict"] == MISSING
     assert "no 95% intervals" in table.loc["C7", "ours"]
+
+
+def test_the_study_time_counts_beyond_fine_tunings_per_method(tmp_path, monkeypatch):
+    """Each DSP or fixed-mask record is counted once, its fine-tuning plus scoring minutes summed;
+    Hard Concrete points are the Sec. 6 paths' and validations', not Beyond's."""
+    from headlib.book.pages import claims as page
+    monkeypatch.setattr(page, "results_dir", lambda *a: tmp_path)
+    (tmp_path / "pruning").mkdir()
+    records = {"enc-self-random-s1-k3-s5.json": ("fixed", 1.5, 0.25), "enc-self-lrp-k3-s5.json": ("fixed", 2.0, 0.25),
+               "enc-self-dsp-k3-lr0.2-s5.json": ("dsp", 3.0, 0.5), "enc-self-lam0.1-s5.json": ("hard-concrete", 9.0, 9.0)}
+    for name, (method, prune, score) in records.items():
+        (tmp_path / "pruning" / name).write_text(json.dumps(
+            {"method": method, "prune_minutes": prune, "score_minutes": score, "prune_config": {"steps": 5}}))
+    units = {u["step"]: u["minutes"] for u in page.pruning_units("smoke", "en-de", 1)}
+    assert units == {"Beyond: 1 DSP fine-tunings x 5 updates, scored": 3.5,
+                     "Beyond: 2 fixed-mask (random, confidence, LRP, Michel) fine-tunings x 5 updates, scored": 4.0}

@@ -102,7 +102,7 @@ def done_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame:
 def pruning_units(profile: str, pair: str, seed: int) -> list[dict]:
     """The Sec. 6 units computed so far (their records under results/.../pruning): each setting's
     continuation path with the unpruned model's scoring, its independent validation fine-tunings,
-    and each from-scratch run; minutes of fine-tuning or training plus scoring (and measuring the
+    Beyond's fine-tunings and each from-scratch run; minutes of fine-tuning or training plus scoring (and measuring the
     functions of Fig. 8), as the records give them (a path's points record its fine-tuning minutes
     so far: the last point's are the path's)."""
     out, grid = results_dir(profile, pair, seed) / "pruning", grids(profile)
@@ -129,9 +129,28 @@ def pruning_units(profile: str, pair: str, seed: int) -> list[dict]:
                                  f"{grid.finetune_steps} updates, scored",
                          "minutes": round(sum(map(minutes, independent)), 2),
                          "command": f"python -m headlib.pruning curve --setting {setting} {where}"})
+    rows += beyond_units(out, profile, pair, seed, minutes)
     for run in scratch_rows(out):
         heads = ", ".join(f"{k} {n}" for k, n in run["retained"].items())
         rows.append({"step": f"from scratch ({heads} heads, {run['steps']:,} updates)", "minutes": run["train_minutes"],
                      "command": f"python -m headlib.pruning scratch --spec '{run['mask']}' --max-steps {run['steps']} "
                                 f"{where}"})
+    return rows
+
+
+BEYOND_METHODS = (("dsp", "DSP"), ("fixed", "fixed-mask (random, confidence, LRP, Michel)"))
+
+
+def beyond_units(out: Path, profile: str, pair: str, seed: int, minutes) -> list[dict]:
+    """The fine-tunings of the Beyond page (records of `method` dsp or fixed in `out`), one unit per
+    method: how many, and their fine-tuning and scoring minutes summed."""
+    records = [json.loads(f.read_text()) for f in sorted(out.glob("enc-self-*-k*.json"))]
+    rows = []
+    for method, name in BEYOND_METHODS:
+        if runs := [r for r in records if r.get("method") == method]:
+            steps = sorted({r["prune_config"]["steps"] for r in runs})
+            rows.append({"step": f"Beyond: {len(runs)} {name} fine-tunings x {'/'.join(map(str, steps))} updates, scored",
+                         "minutes": round(sum(map(minutes, runs)), 2),
+                         "command": f"python -m headlib.book run --profile {profile} --pairs {pair} --seeds {seed} "
+                                    "--notebooks 08_beyond"})
     return rows
