@@ -8,6 +8,8 @@ import torch
 
 from headlib.config import get_config
 from headlib.files import artifacts_dir, write_json
+from headlib.data.corpora import load_split
+from headlib.nn.decode import bleu_difference, score
 from headlib.pruning.lottery import LotteryConfig, comparison, point_name, run
 from headlib.train import run_dir
 
@@ -53,6 +55,11 @@ def test_ticket_keeps_the_most_confident_heads_and_is_read_back(monkeypatch, tmp
     again = run("smoke", "en-de", 1, cfg)
     assert again["speed"]["hard_concrete_lam"] == 0.01 and "Hard Concrete" in again["speed"]["encode_seconds"]
     assert json.loads(path.read_text())["speed"] == again["speed"] and again["test_beam"] == row["test_beam"]
+    # the kept translations are those the record's beam BLEU scored; a record without them gets them back
+    assert score(row["test_hypotheses"], list(load_split("en-de", row["test_set"]).tgt))["bleu"] == row["test_beam"]
+    write_json(path, {k: v for k, v in again.items() if k != "test_hypotheses"})
+    assert run("smoke", "en-de", 1, cfg)["test_hypotheses"] == row["test_hypotheses"]
+    assert json.loads(path.read_text())["test_hypotheses"] == row["test_hypotheses"]
 
 
 def test_fractions_must_leave_the_rewind_before_the_prune():
@@ -67,13 +74,36 @@ def test_comparison_reads_costs_and_speed_from_each_point():
     baseline = {"steps": 30, "test": {"t": {"beam": {"bleu": 21.0}}}}
     hc = {"lam": 0.01, "retained": {"enc-self": 2}, "prune_config": {"steps": 5}, "test_beam": 20.5}
     t = comparison(row, baseline, hc, {"steps": 30, "test_beam": 19.0}).set_index("method")
-    assert t.loc["unpruned"].tolist() == [8, 30, 21.0, 1.0]
-    assert t.loc["lottery ticket"].tolist() == [3, 39, 20.0, 1.25]
-    assert t.loc["Hard Concrete (lambda 0.01)"].tolist() == [2, 35, 20.5, 1.6]
-    assert t.loc["from scratch, Hard Concrete's mask"].tolist() == [2, 30, 19.0, 1.6]
+    costs = ["encoder heads", "updates", "BLEU", "encoder speed-up"]
+    assert t.loc["unpruned", costs].tolist() == [8, 30, 21.0, 1.0]
+    assert t.loc["lottery ticket", costs].tolist() == [3, 39, 20.0, 1.25]
+    assert t.loc["Hard Concrete (lambda 0.01)", costs].tolist() == [2, 35, 20.5, 1.6]
+    assert t.loc["from scratch, Hard Concrete's mask", costs].tolist() == [2, 30, 19.0, 1.6]
+    assert t["vs. unpruned"].tolist() == [0.0, -1.0, -0.5, -2.0]
+    assert t[["vs. unpruned low", "vs. unpruned high"]].isna().all().all()   # no translations kept
     assert comparison(row, baseline, None, None)["method"].tolist() == ["unpruned", "lottery ticket"]
     on_path = {"lam": 0.01, "retained": {"enc-self": 2}, "path_updates": 12, "test_beam": 20.5}   # a continuation path's point
     assert comparison(row, baseline, on_path, None).set_index("method").loc["Hard Concrete (lambda 0.01)", "updates"] == 42
+
+
+def test_comparison_intervals_resample_the_kept_translations():
+    """Each interval is the paired bootstrap of that model's translations against the unpruned
+    model's: [0, 0] for the unpruned model itself, NaN for a model whose translations were not
+    kept, and for the ticket the interval `bleu_difference` gives on the same three lists."""
+    refs = [f"the cat number {i} sat on the mat ." for i in range(30)]
+    full = {"test_hypotheses": refs}
+    worse = [r if i % 3 else "a dog" for i, r in enumerate(refs)]
+    row = {"speed": {"encode_seconds": {"unpruned": 2.0, "lottery": 1.0}}, "test_set": "t",
+           "confidence_at_prune": [[0.5] * 4] * 2, "retained": {"enc-self": 3}, "total_updates": 39,
+           "test_beam": 60.0, "test_hypotheses": worse}
+    hc = {"lam": 0.01, "retained": {"enc-self": 2}, "prune_config": {"steps": 5}, "test_beam": 70.0}
+    baseline = {"steps": 30, "test": {"t": {"beam": {"bleu": 100.0}}}}
+    t = comparison(row, baseline, hc, None, full, refs).set_index("method")
+    assert t.loc["unpruned", ["vs. unpruned low", "vs. unpruned high"]].tolist() == [0.0, 0.0]
+    assert t.loc["Hard Concrete (lambda 0.01)", ["vs. unpruned low", "vs. unpruned high"]].isna().all()
+    d = bleu_difference(worse, refs, refs)
+    assert t.loc["lottery ticket", ["vs. unpruned low", "vs. unpruned high"]].tolist() == [d["low"], d["high"]]
+    assert d["high"] < 0                       # a third of the sentences wrong: the ticket is behind
 
 
 def test_ticket_summary_reads_the_masks_and_the_comparison():

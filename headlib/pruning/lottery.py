@@ -37,8 +37,9 @@ from headlib.files import artifacts_dir, load_checkpoint, write_json
 from headlib.nn.decode import evaluate_bleu
 from headlib.nn.masks import canonical, parse_spec, to_spec
 from headlib.profiles import LotteryConfig
-from headlib.pruning.points import (device_name, matched_budget, nearest, points, scratch_config,
-                                    scratch_rows)
+from headlib.pruning.points import (device_name, matched_budget, nearest, points, read_point, scratch_config,
+                                    scratch_rows, test_translations)
+from headlib.pruning.readout import interval
 from headlib.pruning.shrink import encoder_batches, encoder_seconds, shrink, with_masks
 from headlib.settings import results_dir
 from headlib.train import Trainer, finalize, load_model, run_dir, start_from, trained_model
@@ -96,6 +97,8 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
             # Hard Concrete's points changed since the ticket was timed: time the three again
             row["speed"] = encoder_speed(model, bpe, pair, load_model(final)[0], hard_concrete)
             write_json(path, row)
+        if "test_hypotheses" not in row and final.is_file():   # a record from before they were kept
+            write_json(path, row := row | {"test_hypotheses": ticket_translations(row, pair)})
         return row
     early_cfg = get_config(profile, [f"train.seed={seed}"], pair=pair)   # the baseline's recipe and rates
     work = artifacts_dir() / "lottery" / f"{run_dir(early_cfg).name}-k{cfg.k}-p{prune_at}-r{rewind_to}"
@@ -129,8 +132,15 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
            "test_beam": results["test"][test]["beam"]["bleu"], "test_greedy": results["test"][test]["greedy"]["bleu"],
            "test_set": test, "model": fingerprint, "ticket_run": str(ticket_dir.relative_to(artifacts_dir())),
            "lottery_config": asdict(cfg), "device": device_name(), "speed": speed, "results": results}
-    write_json(path, row)
+    write_json(path, row := row | {"test_hypotheses": ticket_translations(row, pair)})
     return row
+
+
+def ticket_translations(row: dict, pair: str) -> list[str]:
+    """The ticket's beam translations of the main test set (its length penalty chosen on dev), for
+    paired bootstraps against the unpruned model."""
+    return test_translations(artifacts_dir() / row["ticket_run"] / "final.pt", load_split(pair, row["test_set"]),
+                             row["results"]["config"]["train"]["beam"], row["results"]["len_alpha"])
 
 
 def encoder_speed(model, bpe, pair: str, ticket, hard_concrete: dict | None) -> dict:
@@ -150,26 +160,36 @@ def encoder_speed(model, bpe, pair: str, ticket, hard_concrete: dict | None) -> 
             "hard_concrete_lam": hard_concrete["lam"] if hard_concrete else None}
 
 
-def comparison(row: dict, baseline: dict, hard_concrete: dict | None, scratch: dict | None) -> pd.DataFrame:
+def comparison(row: dict, baseline: dict, hard_concrete: dict | None, scratch: dict | None,
+               unpruned: dict | None = None, refs: list[str] | None = None) -> pd.DataFrame:
     """The ticket beside the unpruned baseline, Hard Concrete's point (fine-tuned from the trained
     model, Sec. 6.2) and training from scratch with Hard Concrete's mask: encoder heads kept,
     training updates in all (for Hard Concrete, its fine-tuning or its path's updates up to it),
     test BLEU (beam) and encoder speed-up on one thread. The from-scratch model has Hard Concrete's
-    shapes, so its speed is that of Hard Concrete's point."""
+    shapes, so its speed is that of Hard Concrete's point. "vs. unpruned" is each BLEU minus the
+    unpruned model's, with its 95% paired bootstrap interval ("... low", "... high") against the
+    unpruned model's scored point `unpruned` (Sec. 6's full.json) given the test references `refs`;
+    NaN where a model's translations were not kept."""
     seconds, test = row["speed"]["encode_seconds"], row["test_set"]
     speedup = {name: seconds["unpruned"] / s for name, s in seconds.items()}
     heads = sum(len(r) for r in row["confidence_at_prune"])
     rows = [("unpruned", heads, baseline["steps"], baseline["test"][test]["beam"]["bleu"], 1.0),
             ("lottery ticket", row["retained"]["enc-self"], row["total_updates"], row["test_beam"], speedup["lottery"])]
+    systems = [unpruned, row]                  # whose translations each row's interval resamples
     if hard_concrete is not None:
         hc_heads = hard_concrete["retained"]["enc-self"]
         rows.append((f"Hard Concrete (lambda {hard_concrete['lam']:g})", hc_heads,
                      matched_budget(baseline["steps"], hard_concrete), hard_concrete["test_beam"],
                      speedup.get("Hard Concrete")))
+        systems.append(hard_concrete)
         if scratch is not None:
             rows.append(("from scratch, Hard Concrete's mask", hc_heads, scratch["steps"], scratch["test_beam"],
                          speedup.get("Hard Concrete")))
-    return pd.DataFrame(rows, columns=["method", "encoder heads", "updates", "BLEU", "encoder speed-up"])
+            systems.append(scratch)
+    table = pd.DataFrame(rows, columns=["method", "encoder heads", "updates", "BLEU", "encoder speed-up"])
+    table["vs. unpruned"] = table["BLEU"] - table.loc[0, "BLEU"]
+    table[["vs. unpruned low", "vs. unpruned high"]] = [interval(s or {}, unpruned, refs) for s in systems]
+    return table
 
 
 class TicketSummary(NamedTuple):
@@ -201,16 +221,18 @@ def ticket_summary(row: dict, table: pd.DataFrame, hard_concrete: dict | None, l
     return TicketSummary(kept, hc_kept, text)
 
 
-def compared_points(profile: str, pair: str, seed: int, k: int, model) -> tuple[dict | None, dict | None]:
-    """Hard Concrete's encoder point nearest to `k` heads (of `model`), and the from-scratch run
-    with its mask, where they exist."""
+def compared_points(profile: str, pair: str, seed: int, k: int, model
+                    ) -> tuple[dict | None, dict | None, dict | None]:
+    """Hard Concrete's encoder point nearest to `k` heads (of `model`), the from-scratch run with
+    its mask and the unpruned model's scored point (Sec. 6.2's full.json), where they exist."""
     out = results_dir(profile, pair, seed) / "pruning"
+    full = read_point(out / "full.json", model.fingerprint())
     hc = points(out, ("enc-self",), model)
     if not hc:
-        return None, None
+        return None, None, full
     hc = nearest(hc, k)
     scratch = [r for r in scratch_rows(out) if r["mask"] == canonical(hc["mask"])]
-    return hc, (scratch[0] if scratch else None)
+    return hc, (scratch[0] if scratch else None), full
 
 
 def main(argv=None) -> None:
@@ -223,7 +245,7 @@ def main(argv=None) -> None:
     args = vars(ap.parse_args(argv))
     profile, pair, seed = args.pop("profile"), args.pop("pair"), args.pop("seed")
     row = run(profile, pair, seed, LotteryConfig(**args), progress=True)
-    print(json.dumps({k: v for k, v in row.items() if k not in ("results", "confidence_at_prune")}, indent=1))
+    print(json.dumps({k: v for k, v in row.items() if k not in ("results", "confidence_at_prune", "test_hypotheses")}, indent=1))
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ def described(describe: Describe | None, model) -> dict:
     return describe(model) | {"describe_minutes": round((time.time() - t0) / 60, 2)}
 
 
-def _read(path: Path, fingerprint: str | None = None) -> dict | None:
+def read_point(path: Path, fingerprint: str | None = None) -> dict | None:
     """A cached point; None if there is none or (given the model's `fingerprint`) it was computed
     from another model (a retrained baseline), which is then recomputed."""
     if not path.is_file():
@@ -111,7 +111,7 @@ def full_point(model, data: Prepared, pair: str, len_alpha: float, beam: int, ou
     """The unpruned model scored on this device, the reference every point is compared with (with
     what `describe` says of it, as of every point)."""
     path, fingerprint = out / "full.json", model.fingerprint()
-    row = _read(path, fingerprint)
+    row = read_point(path, fingerprint)
     if row is None or "test_hypotheses" not in row or describe and "functions" not in row:
         computing(path)
         model = weights(model)
@@ -129,7 +129,7 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
     the row keeps its dev (greedy) and test (beam) translations, with `describe` what it says of
     the pruned model (a stored row without them is recomputed)."""
     path, fingerprint = out / point_name(cfg), model.fingerprint()
-    if (row := _read(path, fingerprint)) is not None:
+    if (row := read_point(path, fingerprint)) is not None:
         settings = json.loads(json.dumps(dataclasses.asdict(cfg)))   # as the row records them (lists, not tuples)
         differ = [k for k, v in row.get("prune_config", {}).items() if k in settings and settings[k] != v]
         if differ:
@@ -171,7 +171,7 @@ def path_points(model, data: Prepared, cfg: PruneConfig, lams: list[float], pair
     under artifacts/ (`path_checkpoint`) when that is on this machine, else starts again."""
     path, fingerprint = out / path_name(cfg), model.fingerprint()
     settings = json.loads(json.dumps(dataclasses.asdict(cfg)))
-    stored = _read(path, fingerprint)
+    stored = read_point(path, fingerprint)
     if (stored is not None and stored["lams"] == list(lams) and stored["prune_config"] == settings
             and (describe is None or all("functions" in r for r in stored["points"]))):
         if stored["finished"]:
@@ -315,6 +315,13 @@ def matched_budget(baseline_steps: int, row: dict) -> int:
     return baseline_steps + row.get("path_updates", row.get("prune_config", {}).get("steps", 0))
 
 
+def test_translations(final: Path, test, beam: int, alpha: float) -> list[str]:
+    """The beam translations of the `test` split by a trained run's `final.pt`, with its length
+    penalty `alpha` (chosen on dev): what its paired bootstraps against other models resample."""
+    model, bpe, _ = load_model(final, map_location="cuda" if torch.cuda.is_available() else "cpu")
+    return translate(model, bpe, test.src, beam=beam, alpha=alpha)
+
+
 def scratch_config(profile: str, pair: str, seed: int, spec: str, max_steps: int):
     """The baseline's recipe with a fixed head mask and the baseline's number of updates."""
     return get_config(profile, [f"train.seed={seed}", f"model.head_mask={canonical(spec)}",
@@ -328,14 +335,13 @@ def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int,
     to `max_steps`; the row keeps the run's test translations (beam) for paired bootstraps."""
     cfg = scratch_config(profile, pair, seed, spec, max_steps)
     path = out / f"scratch-{cfg.digest()}.json"
-    if (row := _read(path)) is None:
+    if (row := read_point(path)) is None:
         computing(path)
         results = train(cfg, progress)
         layers = cfg.model.layer_counts()
         masks = parse_spec(spec, layers, cfg.model.n_heads)
         test = load_split(pair, main_test_set(pair))
-        model, bpe, _ = load_model(run_dir(cfg) / "final.pt", map_location="cuda" if torch.cuda.is_available() else "cpu")
-        hyps = translate(model, bpe, test.src, beam=cfg.train.beam, alpha=results["len_alpha"])
+        hyps = test_translations(run_dir(cfg) / "final.pt", test, cfg.train.beam, results["len_alpha"])
         row = {"mask": spec, "retained": {k: int(masks[k].sum()) if k in masks else n * cfg.model.n_heads
                                          for k, n in layers.items()},
                "steps": results["steps"], "tokens": results["train_tokens"], "train_minutes": results["train_minutes"],

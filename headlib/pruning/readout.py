@@ -194,14 +194,15 @@ def choice_of_heads_verdict(methods: pd.DataFrame, spread: float | None) -> str:
     matters = [int(k) for k, g in gaps.iterrows()
                if k in random.groups and g["best BLEU"] > random.get_group(k).max() and g["random gap"] > margin]
     against = f"the seed spread of {spread:.2f} BLEU" if spread is not None else "zero"
+    at = ", ".join(map(str, matters))
     if not matters:
         return (f"at no head count does the best method beat every random draw by more than {against}: knowing "
                 "which heads matter buys little once the model is fine-tuned, as Budhraja et al. found.")
     if spread is None:
-        return (f"not assessable on one seed: at {', '.join(map(str, matters))} heads the best method is above every "
+        return (f"not assessable on one seed: at {at} heads the best method is above every "
                 "random draw, but it is the best of several methods picked after their scores were seen, and "
                 "without the other seeds' releases there is no seed spread to tell such a gap from noise.")
-    return (f"the choice of heads matters beyond the fine-tuning budget at {', '.join(map(str, matters))} heads "
+    return (f"the choice of heads matters beyond the fine-tuning budget at {at} heads "
             f"(the best method above every random draw, and the draws' mean more than {against} behind).")
 
 

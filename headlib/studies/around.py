@@ -126,8 +126,10 @@ def a6_lottery(out):
     verdict = HOLDS if a and b else PARTLY if a or b else FAILS
     hc = t[t.index.str.startswith("Hard Concrete")]
     versus = f"; Hard Concrete at {int(hc['encoder heads'].iloc[0])} heads: {hc['BLEU'].iloc[0]:.2f}" if len(hc) else ""
+    ci = (f" [{ticket['vs. unpruned low']:+.2f}, {ticket['vs. unpruned high']:+.2f}]"
+          if pd.notna(ticket.get("vs. unpruned low", float("nan"))) else "")
     return (f"{int(ticket['encoder heads'])} of {int(full['encoder heads'])} encoder heads: {ticket['BLEU']:.2f} vs "
-            f"{full['BLEU']:.2f} BLEU ({change:+.2f}), encoder {speedup:.2f}x faster, {int(ticket['updates']):,} "
+            f"{full['BLEU']:.2f} BLEU ({change:+.2f}{ci}), encoder {speedup:.2f}x faster, {int(ticket['updates']):,} "
             f"updates vs {int(full['updates']):,}{versus}"), verdict
 
 

@@ -172,8 +172,8 @@ def lottery(profile: str, pair: str, seed: int, k: int, model, run: dict,
         return None, None, {"around-lottery": Markdown("(no ticket)"), "around-lottery-setup": none,
                             "around-lottery-text": Markdown("")}, _done(fig)
     ticket = lottery_point(profile, pair, seed, LotteryConfig(k=k))
-    hc, scratch = compared_points(profile, pair, seed, ticket["k"], model)
-    table = comparison(ticket, run, hc, scratch)
+    hc, scratch, full = compared_points(profile, pair, seed, ticket["k"], model)
+    table = comparison(ticket, run, hc, scratch, full, list(load_split(pair, ticket["test_set"]).tgt))
     table.to_csv(out / "lottery.csv", index=False)
     layers, heads = model.head_mask("enc-self").shape
     summary = ticket_summary(ticket, table, hc, model.layer_counts(), heads)
@@ -196,7 +196,9 @@ def lottery(profile: str, pair: str, seed: int, k: int, model, run: dict,
              "runs again to the baseline's number of updates with the other heads masked. The ticket is scored like "
              "every Sec. 6 model (beam, test set, length penalty tuned on dev); speed is the encoder's forward pass "
              "over the test set on one thread with the removed heads sliced out of the weights "
-             "(`headlib.pruning.shrink`), measured in one process beside the unpruned model.")
+             "(`headlib.pruning.shrink`), measured in one process beside the unpruned model. \"vs. unpruned\" is "
+             "each model's BLEU minus the unpruned model's, with its 95% paired bootstrap interval over the test "
+             "sentences (low, high).")
     return ticket, scratch, {"around-lottery": table.round(2), "around-lottery-setup": Markdown(setup),
                              "around-lottery-text": Markdown(summary.text)}, _done(fig)
 
