@@ -1,7 +1,8 @@
 """The Around-the-paper verdicts follow their written criteria on hand-built result tables."""
 import pandas as pd
 
-from headlib.studies.around import studies_table
+from headlib.book.pages.around import domains_note
+from headlib.studies.around import a6_lottery, studies_table
 
 
 def write(out, name, rows):
@@ -152,3 +153,25 @@ def test_pair_profiles_reads_ntrex_and_as_many_own_test_sentences(monkeypatch):
     assert [c[:3] for c in calls] == [("cpu", "en-de", 2), ("cpu", "en-ru", 2)]
     assert calls[0][3] == {"ntrex": ntrex, "own": list(load_split("en-de", "test_2016_flickr").src[:3])}
     assert calls[1][3] == {"ntrex": ntrex, "own": list(load_split("en-ru", "newstest2019-2020").src[:3])}
+
+
+def test_domains_note_links_the_domains_page_only_once_a7_is_computed(tmp_path):
+    """The link's target (the en-ru Domains page) exists only once its adaptation table does: before,
+    the note names the command instead (a strict build fails on a link to a missing page)."""
+    out = tmp_path / "cpu" / "en-de" / "seed1"
+    out.mkdir(parents=True)
+    assert "{doc}" not in domains_note("cpu", out) and "python -m headlib.studies.domains" in domains_note("cpu", out)
+    (tmp_path / "cpu" / "en-ru.news" / "seed1").mkdir(parents=True)
+    write(tmp_path / "cpu" / "en-ru.news" / "seed1", "adaptation.csv", [{"way": "none", "tatoeba": 1.0}])
+    assert "{doc}`Domains and adaptation (en-ru) <../../en-ru/seed1/12_domains>`" in domains_note("cpu", out)
+    assert "imported model" in domains_note("pretrained", out)
+
+
+def test_a6_gives_the_tickets_interval_where_the_table_has_one(tmp_path):
+    write(tmp_path, "lottery.csv", [
+        {"method": "unpruned", "encoder heads": 48, "updates": 2800, "BLEU": 36.9, "encoder speed-up": 1.0,
+         "vs. unpruned": 0.0, "vs. unpruned low": 0.0, "vs. unpruned high": 0.0},
+        {"method": "lottery ticket", "encoder heads": 12, "updates": 3388, "BLEU": 37.1, "encoder speed-up": 1.5,
+         "vs. unpruned": 0.2, "vs. unpruned low": -0.78, "vs. unpruned high": 1.3}])
+    ours, verdict = a6_lottery(tmp_path)
+    assert "(+0.20 [-0.78, +1.30])" in ours and verdict == "holds"

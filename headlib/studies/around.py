@@ -7,6 +7,8 @@ inference only; "minimal loss" is at most 1% of the intact model's BLEU.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 from scipy.stats import wilcoxon
 
@@ -133,9 +135,14 @@ def a6_lottery(out):
             f"updates vs {int(full['updates']):,}{versus}"), verdict
 
 
+def adaptation_table(out: Path) -> Path:
+    """A7's table beside the results dir `out`: the en-ru news model's of the same profile and seed
+    (`headlib.studies.domains`)."""
+    return out.parent.parent / "en-ru.news" / out.name / "adaptation.csv"
+
+
 def a7_head_adaptation(out):
-    """Read from the en-ru news model of the same profile and seed (`headlib.studies.domains`)."""
-    t = read_table(out.parent.parent / "en-ru.news" / out.name, "adaptation.csv").set_index("way")
+    t = read_table(adaptation_table(out).parent, "adaptation.csv").set_index("way")
     start, full = t.loc["none", "tatoeba"], t.loc["all", "tatoeba"]
     alps = t.loc[t.index.str.startswith("alps")].iloc[0]
     rand = t.loc[t.index.str.startswith("random"), "tatoeba"]

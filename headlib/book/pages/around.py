@@ -29,7 +29,7 @@ from headlib.data.corpora import load_ntrex, load_split
 from headlib.nn.model import KINDS
 from headlib.pruning.lottery import LotteryConfig, compared_points, comparison, ticket_summary
 from headlib.pruning.lottery import run as lottery_point
-from headlib.studies.around import constant_attention_sweep, quantization_sweep, sparsity_sweep, studies_table
+from headlib.studies.around import adaptation_table, constant_attention_sweep, quantization_sweep, sparsity_sweep, studies_table
 from headlib.studies.crosslingual import compare_profiles, pair_profiles
 from headlib.train import pretrained
 
@@ -230,21 +230,25 @@ def refined_lrp(model, bpe, pair: str, n: int, importance: pd.DataFrame, per_lay
             "around-plain": float(area["plain LRP"]), "around-random": float(area["random"])}, _done(fig)
 
 
-DOMAINS_NOTE = {
-    "trained": "Head-restricted domain adaptation (A7, ALPS) needs models of two domains: it runs on two en-ru "
-               "models of its own, trained on the pool's news and Tatoeba parts, on the page {doc}`Domains and "
-               "adaptation (en-ru) <../../en-ru/seed1/12_domains>`, together with the paper's comparison of heads "
-               "across domains.",
-    "imported": "Head-restricted domain adaptation (A7, ALPS) needs models of two domains trained here, so it is "
-                "not run for an imported model.",
-}
+def domains_note(profile: str, out: Path) -> str:
+    """Where A7 runs: a link to the Domains page once its adaptation table is computed (the link's
+    target exists only then), else the command that computes it; an imported model has no domains."""
+    a7 = "Head-restricted domain adaptation (A7, ALPS) needs models of two domains"
+    if profile == pretrained.PROFILE:
+        return f"{a7} trained here, so it is not run for an imported model."
+    where = "two en-ru models of its own, trained on the pool's news and Tatoeba parts, on the page"
+    if adaptation_table(out).is_file():
+        return (f"{a7}: it runs on {where} {{doc}}`Domains and adaptation (en-ru) <../../en-ru/seed1/12_domains>`, "
+                "together with the paper's comparison of heads across domains.")
+    return (f"{a7}: it runs on {where} Domains and adaptation (en-ru), not computed on this generation's releases "
+            f"yet (`python -m headlib.studies.domains --profile {profile}`), so A7 is not measured.")
 
 
 def studies(profile: str, out: Path, pair: str, profiles: dict, ticket: dict | None, scratch: dict | None
             ) -> tuple[pd.DataFrame, dict]:
     """Every study's verdict (around_studies.csv), how many got each verdict, the models the page
     read besides its own (other pairs', the ticket's, Hard Concrete's mask from scratch), and where
-    A7 runs (`DOMAINS_NOTE`)."""
+    A7 runs (`domains_note`)."""
     from IPython.display import Markdown
     table = studies_table(out)
     table.to_csv(out / "around_studies.csv", index=False)
@@ -253,6 +257,5 @@ def studies(profile: str, out: Path, pair: str, profiles: dict, ticket: dict | N
               + other_models([ticket["results"]] if ticket else [], "lottery ticket")
               + other_models([scratch["results"]] if scratch else [], "trained from scratch with Hard Concrete's mask"))
     counts = {f"around-n-{key}": int((table["verdict"] == verdict).sum()) for key, verdict in VERDICT_KEYS.items()}
-    domains = DOMAINS_NOTE["imported" if profile == pretrained.PROFILE else "trained"]
-    return table, counts | {OTHER_MODELS: json.dumps(models), "around-domains": Markdown(domains),
+    return table, counts | {OTHER_MODELS: json.dumps(models), "around-domains": Markdown(domains_note(profile, out)),
                             "around-other-models": Markdown(other_models_note(models))}
