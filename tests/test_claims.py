@@ -311,3 +311,38 @@ def test_the_study_time_counts_beyond_fine_tunings_per_method(tmp_path, monkeypa
     units = {u["step"]: u["minutes"] for u in page.pruning_units("smoke", "en-de", 1)}
     assert units == {"Beyond: 1 DSP fine-tunings x 5 updates, scored": 3.5,
                      "Beyond: 2 fixed-mask (random, confidence, LRP, Michel) fine-tunings x 5 updates, scored": 4.0}
+
+
+def test_the_study_time_counts_each_lottery_ticket_once(tmp_path, monkeypatch):
+    """A ticket's minutes are its early training's plus its retraining's, as its record gives them."""
+    from headlib.book.pages import claims as page
+    monkeypatch.setattr(page, "results_dir", lambda *a: tmp_path)
+    (tmp_path / "lottery").mkdir()
+    (tmp_path / "lottery" / "lottery-k3-p15-r6.json").write_text(json.dumps(
+        {"k": 3, "prune_at": 15, "ticket_updates": 24, "early": {"minutes": 1.25}, "ticket_minutes": 2.5}))
+    assert page.lottery_units("smoke", "en-de", 1) == [
+        {"step": "Around: lottery ticket of 3 encoder heads (15 + 24 updates)", "minutes": 3.75,
+         "command": "python -m headlib.pruning.lottery --profile smoke --pair en-de --seed 1 --k 3"}]
+
+
+def test_pending_units_name_what_each_missing_unit_needs(tmp_path, monkeypatch):
+    """Another unit without a release needs its training; one released without pages needs only its
+    pages, and is done once they are in the book."""
+    from types import SimpleNamespace
+    from headlib.book.pages import claims as page
+    from headlib.book.plan import NOTEBOOKS, Task
+    models = tmp_path / "models"
+    monkeypatch.setattr(page.release, "release_dir", lambda profile, pair, seed: models / pair / f"seed{seed}")
+    monkeypatch.setattr(page, "grids", lambda profile: SimpleNamespace(units=("en-de/1", "en-de/2", "en-fr/1")))
+    (models / "en-fr" / "seed1").mkdir(parents=True)
+    (models / "en-fr" / "seed1" / "card.json").write_text("{}")
+    book = tmp_path / "book"
+    others = lambda: page.pending_units("cpu", "en-de", 1, book).set_index("unit")["needs"].filter(like=": every page")
+    needs = others()
+    assert needs["en-de, seed 2: every page"].startswith("the unit's release: python -m headlib train")
+    assert needs["en-fr, seed 1: every page"] == ("its pages, from its release: python -m headlib.book run "
+                                                  "--profile cpu --pairs en-fr --seeds 1")
+    page_03 = Task(NOTEBOOKS[0], "cpu", "en-fr", 1).output(book)
+    page_03.parent.mkdir(parents=True)
+    page_03.write_text("{}")
+    assert list(others().index) == ["en-de, seed 2: every page"]

@@ -63,17 +63,24 @@ def across_pairs(profile: str, seed: int, out: Path) -> tuple[pd.DataFrame, list
 
 def pending_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame:
     """What the study still lacks (Markdown-ready rows: what, and what it needs): this unit's pages
-    not in the book `out`, then the profile's other units (`Grids.units`) without a release."""
+    not in the book `out`, then the profile's other units (`Grids.units`) without a release, or
+    released without their pages."""
     fill = {"profile": profile, "pair": pair, "seed": seed}
     rows = [{"unit": f"{task.nb.caption} ({task.pair}, seed {task.seed})", "needs": task.nb.needs.format(**fill)}
             for task in planned(NOTEBOOKS, profile, [pair], [seed])
             if (task.pair == pair or task.nb.pair) and task.nb.needs and not task.output(out).is_file()]
     for unit in grids(profile).units:
         other, other_seed = unit.split("/")
-        released = (release.release_dir(profile, other, int(other_seed)) / release.CARD).is_file()
-        if (other, int(other_seed)) != (pair, seed) and not released:
-            rows.append({"unit": f"{other}, seed {other_seed}: every page",
-                         "needs": NOTEBOOKS[0].needs.format(profile=profile, pair=other, seed=other_seed)})
+        if (other, int(other_seed)) == (pair, seed):
+            continue
+        if not (release.release_dir(profile, other, int(other_seed)) / release.CARD).is_file():
+            needs = NOTEBOOKS[0].needs.format(profile=profile, pair=other, seed=other_seed)
+        elif not Task(NOTEBOOKS[0], profile, other, int(other_seed)).output(out).is_file():
+            needs = (f"its pages, from its release: python -m headlib.book run --profile {profile} --pairs {other} "
+                     f"--seeds {other_seed}")
+        else:
+            continue
+        rows.append({"unit": f"{other}, seed {other_seed}: every page", "needs": needs})
     return pd.DataFrame(rows, columns=["unit", "needs"])
 
 
@@ -95,8 +102,22 @@ def done_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame:
             rows.append({"step": f"page {nb.caption}", "minutes": round(manifest["seconds"] / 60, 2),
                          "command": f"python -m headlib.book run --profile {profile} --pairs {pair} --seeds {seed} "
                                     f"--notebooks {nb.name}"})
-    rows += pruning_units(profile, pair, seed)
+    rows += pruning_units(profile, pair, seed) + lottery_units(profile, pair, seed)
     return pd.DataFrame(rows, columns=["step", "minutes", "command"])
+
+
+def lottery_units(profile: str, pair: str, seed: int) -> list[dict]:
+    """Around's lottery tickets (records under results/.../lottery): each one's training to the
+    pruning update plus its retraining from the rewind, in minutes as its record gives them."""
+    rows = []
+    for path in sorted((results_dir(profile, pair, seed) / "lottery").glob("lottery-*.json")):
+        r = json.loads(path.read_text())
+        rows.append({"step": f"Around: lottery ticket of {r['k']} encoder heads ({r['prune_at']:,} + "
+                             f"{r['ticket_updates']:,} updates)",
+                     "minutes": round(r["early"]["minutes"] + r["ticket_minutes"], 2),
+                     "command": f"python -m headlib.pruning.lottery --profile {profile} --pair {pair} --seed {seed} "
+                                f"--k {r['k']}"})
+    return rows
 
 
 def pruning_units(profile: str, pair: str, seed: int) -> list[dict]:
