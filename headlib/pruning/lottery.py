@@ -37,8 +37,8 @@ from headlib.files import artifacts_dir, load_checkpoint, write_json
 from headlib.nn.decode import evaluate_bleu
 from headlib.nn.masks import canonical, parse_spec, to_spec
 from headlib.profiles import LotteryConfig
-from headlib.pruning.points import (device_name, matched_budget, nearest, points, read_point, scratch_config,
-                                    scratch_rows, test_translations)
+from headlib.pruning.points import (beam_translations, device_name, matched_budget, nearest, points, read_point,
+                                    scratch_config, scratch_rows)
 from headlib.pruning.readout import interval
 from headlib.pruning.shrink import encoder_batches, encoder_seconds, shrink, with_masks
 from headlib.settings import results_dir
@@ -139,7 +139,7 @@ def run(profile: str, pair: str, seed: int, cfg: LotteryConfig, progress: bool =
 def ticket_translations(row: dict, pair: str) -> list[str]:
     """The ticket's beam translations of the main test set (its length penalty chosen on dev), for
     paired bootstraps against the unpruned model."""
-    return test_translations(artifacts_dir() / row["ticket_run"] / "final.pt", load_split(pair, row["test_set"]),
+    return beam_translations(artifacts_dir() / row["ticket_run"] / "final.pt", load_split(pair, row["test_set"]),
                              row["results"]["config"]["train"]["beam"], row["results"]["len_alpha"])
 
 

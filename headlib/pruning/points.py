@@ -315,7 +315,7 @@ def matched_budget(baseline_steps: int, row: dict) -> int:
     return baseline_steps + row.get("path_updates", row.get("prune_config", {}).get("steps", 0))
 
 
-def test_translations(final: Path, test, beam: int, alpha: float) -> list[str]:
+def beam_translations(final: Path, test, beam: int, alpha: float) -> list[str]:
     """The beam translations of the `test` split by a trained run's `final.pt`, with its length
     penalty `alpha` (chosen on dev): what its paired bootstraps against other models resample."""
     model, bpe, _ = load_model(final, map_location="cuda" if torch.cuda.is_available() else "cpu")
@@ -341,7 +341,7 @@ def scratch_point(profile: str, pair: str, seed: int, spec: str, max_steps: int,
         layers = cfg.model.layer_counts()
         masks = parse_spec(spec, layers, cfg.model.n_heads)
         test = load_split(pair, main_test_set(pair))
-        hyps = test_translations(run_dir(cfg) / "final.pt", test, cfg.train.beam, results["len_alpha"])
+        hyps = beam_translations(run_dir(cfg) / "final.pt", test, cfg.train.beam, results["len_alpha"])
         row = {"mask": spec, "retained": {k: int(masks[k].sum()) if k in masks else n * cfg.model.n_heads
                                          for k, n in layers.items()},
                "steps": results["steps"], "tokens": results["train_tokens"], "train_minutes": results["train_minutes"],
