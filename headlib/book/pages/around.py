@@ -223,7 +223,8 @@ def refined_lrp(model, bpe, pair: str, n: int, importance: pd.DataFrame, per_lay
     curves = table.melt(id_vars=["sentence", "ordering", "area"], var_name="fraction", value_name="log-prob")
     curves["fraction"] = curves["fraction"].astype(float)
     fig, ax = _figure(figsize=(6, 3.4))
-    sns.lineplot(data=curves, x="fraction", y="log-prob", hue="ordering", marker="o", ax=ax)
+    sns.lineplot(data=curves, x="fraction", y="log-prob", hue="ordering", marker="o", ax=ax,
+                 errorbar=("ci", 95), seed=0)   # the bands bootstrapped with a fixed seed: the same figure on every run
     ax.set(xlabel="fraction of source tokens replaced by UNK", ylabel="mean log-prob of the translation")
     area = table.groupby("ordering")["area"].mean()
     return {"around-keep": per_layer, "around-refined": float(area["refined LRP"]),
