@@ -12,7 +12,7 @@ from headlib.data.corpora import load_split, main_test_set
 from headlib.nn.decode import score
 from headlib.nn.masks import parse_spec
 from headlib.nn.model import Transformer
-from headlib.pruning.points import prune_point, scratch_config
+from headlib.pruning.points import prune_point, read_point, scratch_config
 from pruning_helpers import point_row
 
 LAYERS = {"enc-self": 2, "dec-self": 2, "dec-enc": 2}
@@ -23,6 +23,16 @@ def test_specs_equal_but_for_all_on_kinds_share_a_from_scratch_run():
     a = scratch_config("smoke", "en-de", 1, spec, 7)
     b = scratch_config("smoke", "en-de", 1, "enc-self:1011/0001", 7)
     assert a.digest() == b.digest() != scratch_config("smoke", "en-de", 1, "", 7).digest()
+
+
+def test_a_point_of_another_model_is_not_read_and_left_as_it_is(tmp_path, capsys):
+    path = tmp_path / "full.json"
+    path.write_text(json.dumps({"model": "aaaa", "test_beam": 30.0}))
+    assert read_point(path, "aaaa") == {"model": "aaaa", "test_beam": 30.0}
+    assert read_point(path, "bbbb") is None
+    assert "not bbbb: not used" in capsys.readouterr().out   # reading recomputes nothing
+    assert json.loads(path.read_text())["model"] == "aaaa"
+    assert read_point(tmp_path / "missing.json", "aaaa") is None
 
 
 def test_config_mask_equals_setting_the_mask_by_hand():

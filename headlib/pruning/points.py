@@ -74,12 +74,13 @@ def described(describe: Describe | None, model) -> dict:
 
 def read_point(path: Path, fingerprint: str | None = None) -> dict | None:
     """A cached point; None if there is none or (given the model's `fingerprint`) it was computed
-    from another model (a retrained baseline), which is then recomputed."""
+    from another model (a retrained baseline): the callers that compute points then recompute it,
+    the ones that only read (the lottery's comparison) go without it."""
     if not path.is_file():
         return None
     row = json.loads(path.read_text())
     if fingerprint is not None and row.get("model") != fingerprint:
-        print(f"{path}: computed from model {row.get('model')}, not {fingerprint}: recomputing", flush=True)
+        print(f"{path}: computed from model {row.get('model')}, not {fingerprint}: not used", flush=True)
         return None
     return row
 
