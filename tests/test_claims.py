@@ -327,10 +327,11 @@ def test_the_study_time_counts_each_lottery_ticket_once(tmp_path, monkeypatch):
 
 def test_pending_units_name_what_each_missing_unit_needs(tmp_path, monkeypatch):
     """Another unit without a release needs its training; one released without pages needs only its
-    pages, and is done once they are in the book."""
+    pages; one with some pages needs the others, each with its command; and it is done once all
+    its pages are in the book."""
     from types import SimpleNamespace
     from headlib.book.pages import claims as page
-    from headlib.book.plan import NOTEBOOKS, Task
+    from headlib.book.plan import NOTEBOOKS, Task, planned
     models = tmp_path / "models"
     monkeypatch.setattr(page.release, "release_dir", lambda profile, pair, seed: models / pair / f"seed{seed}")
     monkeypatch.setattr(page, "grids", lambda profile: SimpleNamespace(units=("en-de/1", "en-de/2", "en-fr/1")))
@@ -346,3 +347,14 @@ def test_pending_units_name_what_each_missing_unit_needs(tmp_path, monkeypatch):
     page_03.parent.mkdir(parents=True)
     page_03.write_text("{}")
     assert list(others().index) == ["en-de, seed 2: every page"]
+    rest = page.pending_units("cpu", "en-de", 1, book).set_index("unit")["needs"].filter(like="(en-fr, seed 1)")
+    assert rest["Sec. 4 — Important heads (en-fr, seed 1)"] == ("its page, from its release: python -m headlib.book "
+                                                                "run --profile cpu --pairs en-fr --seeds 1 --notebooks "
+                                                                "04_important_heads")
+    assert rest["Sec. 6.2 — Pruning the encoder (en-fr, seed 1)"].endswith("--pair en-fr --setting encoder, then scratches")
+    assert not any("Domains" in unit for unit in rest.index)    # a fixed pair's page is its own unit, listed once
+    assert "Across seeds (en-fr, seed 1)" not in rest.index        # the profile has one en-fr seed
+    for task in planned(NOTEBOOKS, "cpu", ["en-fr"], [1]):
+        task.output(book).parent.mkdir(parents=True, exist_ok=True)
+        task.output(book).write_text("{}")
+    assert page.pending_units("cpu", "en-de", 1, book)["unit"].str.contains("en-fr").sum() == 0

@@ -63,24 +63,34 @@ def across_pairs(profile: str, seed: int, out: Path) -> tuple[pd.DataFrame, list
 
 def pending_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame:
     """What the study still lacks (Markdown-ready rows: what, and what it needs): this unit's pages
-    not in the book `out`, then the profile's other units (`Grids.units`) without a release, or
-    released without their pages."""
+    not in the book `out`, then the profile's other units (`Grids.units`): one without a release
+    needs its training, one released without pages needs them, and one with some of its pages
+    needs the others (each with what it needs first, or the command that executes it; no Across
+    seeds page for a pair of one seed)."""
+    units = grids(profile).units
+    one_seed = lambda task: task.nb.across_seeds and sum(u.startswith(f"{task.pair}/") for u in units) < 2
     fill = {"profile": profile, "pair": pair, "seed": seed}
     rows = [{"unit": f"{task.nb.caption} ({task.pair}, seed {task.seed})", "needs": task.nb.needs.format(**fill)}
             for task in planned(NOTEBOOKS, profile, [pair], [seed])
-            if (task.pair == pair or task.nb.pair) and task.nb.needs and not task.output(out).is_file()]
-    for unit in grids(profile).units:
+            if (task.pair == pair or task.nb.pair) and task.nb.needs and not task.output(out).is_file()
+            and not one_seed(task)]
+    for unit in units:
         other, other_seed = unit.split("/")
+        run = f"python -m headlib.book run --profile {profile} --pairs {other} --seeds {other_seed}"
         if (other, int(other_seed)) == (pair, seed):
             continue
         if not (release.release_dir(profile, other, int(other_seed)) / release.CARD).is_file():
-            needs = NOTEBOOKS[0].needs.format(profile=profile, pair=other, seed=other_seed)
+            rows.append({"unit": f"{other}, seed {other_seed}: every page",
+                         "needs": NOTEBOOKS[0].needs.format(profile=profile, pair=other, seed=other_seed)})
         elif not Task(NOTEBOOKS[0], profile, other, int(other_seed)).output(out).is_file():
-            needs = (f"its pages, from its release: python -m headlib.book run --profile {profile} --pairs {other} "
-                     f"--seeds {other_seed}")
+            rows.append({"unit": f"{other}, seed {other_seed}: every page", "needs": f"its pages, from its release: {run}"})
         else:
-            continue
-        rows.append({"unit": f"{other}, seed {other_seed}: every page", "needs": needs})
+            fill = {"profile": profile, "pair": other, "seed": other_seed}
+            rows += [{"unit": f"{task.nb.caption} ({other}, seed {other_seed})",
+                      "needs": task.nb.needs.format(**fill) or f"its page, from its release: {run} --notebooks {task.nb.name}"}
+                     for task in planned(NOTEBOOKS, profile, [other], [int(other_seed)])
+                     if task.pair == other and not task.nb.pair and not task.output(out).is_file()
+                     and not one_seed(task)]
     return pd.DataFrame(rows, columns=["unit", "needs"])
 
 
