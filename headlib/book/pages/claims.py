@@ -76,18 +76,19 @@ def pending_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame
             and not one_seed(task)]
     for unit in units:
         other, other_seed = unit.split("/")
-        run = f"python -m headlib.book run --profile {profile} --pairs {other} --seeds {other_seed}"
         if (other, int(other_seed)) == (pair, seed):
             continue
+        other_fill = {"profile": profile, "pair": other, "seed": other_seed}
+        run = f"python -m headlib.book run --profile {profile} --pairs {other} --seeds {other_seed}"
+        every_page = f"{other}, seed {other_seed}: every page"
         if not (release.release_dir(profile, other, int(other_seed)) / release.CARD).is_file():
-            rows.append({"unit": f"{other}, seed {other_seed}: every page",
-                         "needs": NOTEBOOKS[0].needs.format(profile=profile, pair=other, seed=other_seed)})
+            rows.append({"unit": every_page, "needs": NOTEBOOKS[0].needs.format(**other_fill)})
         elif not Task(NOTEBOOKS[0], profile, other, int(other_seed)).output(out).is_file():
-            rows.append({"unit": f"{other}, seed {other_seed}: every page", "needs": f"its pages, from its release: {run}"})
+            rows.append({"unit": every_page, "needs": f"its pages, from its release: {run}"})
         else:
-            fill = {"profile": profile, "pair": other, "seed": other_seed}
             rows += [{"unit": f"{task.nb.caption} ({other}, seed {other_seed})",
-                      "needs": task.nb.needs.format(**fill) or f"its page, from its release: {run} --notebooks {task.nb.name}"}
+                      "needs": task.nb.needs.format(**other_fill) or f"its page, from its release: {run} --notebooks "
+                                                                     f"{task.nb.name}"}
                      for task in planned(NOTEBOOKS, profile, [other], [int(other_seed)])
                      if task.pair == other and not task.nb.pair and not task.output(out).is_file()
                      and not one_seed(task)]
