@@ -10,9 +10,10 @@ training phase trains the profile's recipe (a fixed number of updates) from scra
 points under results/ are reused only when the new model's fingerprint matches theirs, which on
 another machine it does not, so every sweep is recomputed.
 `--summarize DIR` only writes the JSON of a clone whose run finished (phase seconds from its log).
-`--from-records` sums what the committed records of (pair, seed 1) say each unit took, for a study
-computed in units over several sessions (a release, the Sec. 6 paths, validations and from-scratch
-runs, the pages executed from them), and lists the units still to compute:
+`--from-records` sums what the committed records of each released (pair, seed) of the profile say
+each unit took, for a study computed in units over several sessions (a release, the Sec. 6 paths,
+validations and from-scratch runs, the pages executed from them), and lists the units still to
+compute (keys "pair/seedN"):
 
     python benchmarks/full_study_time.py --from-records --json results/cpu/benchmarks/full_study_time.json
 """
@@ -29,9 +30,11 @@ from pathlib import Path
 from headlib.book.pages.claims import done_units, pending_units
 from headlib.config import get_config
 from headlib.files import write_json
+from headlib.profiles import grids
 from headlib.settings import settings
 from headlib.train.machine import machine
 from headlib.train.records import run_record
+from headlib.train.release import CARD, release_dir
 
 REPO = settings().root
 
@@ -88,17 +91,23 @@ def from_records(pair: str, seed: int = 1) -> dict:
                    "as measured where it ran"}
 
 
+def released_units(profile: str) -> list[tuple[str, int]]:
+    """The profile's (pair, seed) units (`Grids.units`) whose model is released."""
+    units = [(pair, int(seed)) for pair, seed in (u.split("/") for u in grids(profile).units)]
+    return [(pair, seed) for pair, seed in units if (release_dir(profile, pair, seed) / CARD).is_file()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", help="the new clone (default: full-study beside this checkout)")
-    parser.add_argument("--pairs", default="en-de")
+    parser.add_argument("--pairs", default="en-de", help="the pairs a clone executes (not with --from-records: it sums every released unit)")
     parser.add_argument("--summarize", help="only summarize this finished clone")
     parser.add_argument("--from-records", action="store_true", help="sum the committed records' phases instead")
     parser.add_argument("--log", help="its log (default: DIR/full_study_time.log)")
     parser.add_argument("--json", default=str(REPO / "artifacts" / "bench" / "full_study_time.json"))
     args = parser.parse_args()
     if args.from_records:
-        summary = {pair: from_records(pair) for pair in args.pairs.split(",")}
+        summary = {f"{pair}/seed{seed}": from_records(pair, seed) for pair, seed in released_units("cpu")}
         write_json(Path(args.json), summary)
         print(json.dumps(summary, indent=1))
         return
