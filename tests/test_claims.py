@@ -354,6 +354,9 @@ def test_pending_units_name_what_each_missing_unit_needs(tmp_path, monkeypatch):
     assert rest["Sec. 6.2 — Pruning the encoder (en-fr, seed 1)"].endswith("--pair en-fr --setting encoder, then scratches")
     assert not any("Domains" in unit for unit in rest.index)    # a fixed pair's page is its own unit, listed once
     assert "Across seeds (en-fr, seed 1)" not in rest.index        # the profile has one en-fr seed
+    once = "Across seeds \\(en-de|Domains"                     # pages executed for the first seed only
+    assert page.pending_units("cpu", "en-de", 1, book)["unit"].str.contains(once).sum() == 2
+    assert page.pending_units("cpu", "en-de", 2, book)["unit"].str.contains(once).sum() == 0
     for task in planned(NOTEBOOKS, "cpu", ["en-fr"], [1]):
         task.output(book).parent.mkdir(parents=True, exist_ok=True)
         task.output(book).write_text("{}")

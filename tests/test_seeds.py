@@ -30,6 +30,16 @@ def test_permuting_heads_within_a_layer_changes_nothing():
     assert top["rho"].tolist() == pytest.approx([-1.0, -1.0])          # layer 1 leads in a, layer 2 in c
 
 
+def test_a_null_draw_with_an_undefined_top_share_is_left_out():
+    """Relevance can be negative: a shuffle that leaves a layer no positive relevance has no top share
+    (NaN). Such draws leave the null; counted as draws below rho, they made p too small."""
+    a = head_table({1: [0.6, 0.3, 0.1], 2: [0.2, 0.5, 0.3], 3: [0.4, 0.4, 0.2]})
+    b = head_table({1: [0.5, -0.1, 0.2], 2: [-0.2, 0.4, -0.3], 3: [0.3, 0.1, -0.05]})
+    top = structure_agreement({1: a, 2: b}, n_null=200).set_index("what").loc["top-head share per layer"]
+    assert np.isfinite(top["null mean"]) and "nan" not in top["null 95%"]
+    assert 1 / 201 <= top["p"] <= 1
+
+
 def test_training_table_and_verdicts_gather_every_seed(monkeypatch, tmp_path):
     monkeypatch.setenv("HEADLIB_ARTIFACTS", str(tmp_path))
     for seed, bleu in ((2, 30.5), (1, 31.0)):

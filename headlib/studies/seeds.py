@@ -59,7 +59,9 @@ def structure_agreement(tables: dict[int | str, pd.DataFrame], top_share=None, n
     rho comes with a permutation null: the second model's heads shuffled across layers (its values
     kept, its layer structure destroyed; `n_null` draws from `null_seed`) and the same statistic
     recomputed. `null mean`, `null 95%` and `p` (the share of draws at or above the observed rho,
-    add-one smoothed) say how much of the agreement is layer structure rather than sorting."""
+    add-one smoothed) say how much of the agreement is layer structure rather than sorting. A draw
+    whose statistic is undefined (a shuffled layer left with no positive relevance has no top
+    share) is left out of the null, not counted as a draw below the observed rho."""
     named = {s if isinstance(s, str) else f"seed {s}": t for s, t in tables.items()}
     top_share = top_share or (lambda t: layer_profile(t).set_index("layer")["top share"])
     statistics = {f"{col}, layer profiles": (lambda t, col=col: sorted_within_layers(t, col))
@@ -72,9 +74,10 @@ def structure_agreement(tables: dict[int | str, pd.DataFrame], top_share=None, n
             a, b = stat(named[row.a]), named[row.b]
             null = np.array([spearmanr(a, stat(_shuffled_heads(b, rng)).reindex(a.index)).statistic
                              for _ in range(n_null)])
+            null = null[np.isfinite(null)]   # a draw that leaves a layer no positive relevance has no top share
             lo, hi = np.quantile(null, [0.025, 0.975])
             rows.append({"what": what, "a": row.a, "b": row.b, "rho": row.rho, "null mean": float(null.mean()),
-                         "null 95%": f"{lo:.2f} to {hi:.2f}", "p": float(((null >= row.rho).sum() + 1) / (n_null + 1))})
+                         "null 95%": f"{lo:.2f} to {hi:.2f}", "p": float(((null >= row.rho).sum() + 1) / (len(null) + 1))})
     return pd.DataFrame(rows, columns=["what", "a", "b", "rho", "null mean", "null 95%", "p"])
 
 

@@ -66,14 +66,17 @@ def pending_units(profile: str, pair: str, seed: int, out: Path) -> pd.DataFrame
     not in the book `out`, then the profile's other units (`Grids.units`): one without a release
     needs its training, one released without pages needs them, and one with some of its pages
     needs the others (each with what it needs first, or the command that executes it; no Across
-    seeds page for a pair of one seed)."""
+    seeds page for a pair of one seed). The pages executed once per pair (Across seeds) or once in
+    all (Domains) are listed on the pair's first seed only."""
     units = grids(profile).units
     one_seed = lambda task: task.nb.across_seeds and sum(u.startswith(f"{task.pair}/") for u in units) < 2
+    first_seed = min([int(u.split("/")[1]) for u in units if u.startswith(f"{pair}/")], default=seed)
+    once = lambda task: (task.nb.across_seeds or task.nb.pair) and seed != first_seed   # the first seed's page
     fill = {"profile": profile, "pair": pair, "seed": seed}
     rows = [{"unit": f"{task.nb.caption} ({task.pair}, seed {task.seed})", "needs": task.nb.needs.format(**fill)}
             for task in planned(NOTEBOOKS, profile, [pair], [seed])
             if (task.pair == pair or task.nb.pair) and task.nb.needs and not task.output(out).is_file()
-            and not one_seed(task)]
+            and not one_seed(task) and not once(task)]
     for unit in units:
         other, other_seed = unit.split("/")
         if (other, int(other_seed)) == (pair, seed):
