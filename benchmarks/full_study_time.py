@@ -100,7 +100,8 @@ def released_units(profile: str) -> list[tuple[str, int]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", help="the new clone (default: full-study beside this checkout)")
-    parser.add_argument("--pairs", default="en-de", help="the pairs a clone executes (not with --from-records: it sums every released unit)")
+    parser.add_argument("--pairs", default="en-de",
+                        help="the pairs a clone executes (not with --from-records: it sums every released unit)")
     parser.add_argument("--summarize", help="only summarize this finished clone")
     parser.add_argument("--from-records", action="store_true", help="sum the committed records' phases instead")
     parser.add_argument("--log", help="its log (default: DIR/full_study_time.log)")

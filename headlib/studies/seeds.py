@@ -76,8 +76,9 @@ def structure_agreement(tables: dict[int | str, pd.DataFrame], top_share=None, n
                              for _ in range(n_null)])
             null = null[np.isfinite(null)]   # a draw that leaves a layer no positive relevance has no top share
             lo, hi = np.quantile(null, [0.025, 0.975])
+            p = ((null >= row.rho).sum() + 1) / (len(null) + 1)
             rows.append({"what": what, "a": row.a, "b": row.b, "rho": row.rho, "null mean": float(null.mean()),
-                         "null 95%": f"{lo:.2f} to {hi:.2f}", "p": float(((null >= row.rho).sum() + 1) / (len(null) + 1))})
+                         "null 95%": f"{lo:.2f} to {hi:.2f}", "p": float(p)})
     return pd.DataFrame(rows, columns=["what", "a", "b", "rho", "null mean", "null 95%", "p"])
 
 
