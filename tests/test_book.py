@@ -340,6 +340,20 @@ def test_tables_a_notebook_reads_enter_its_key_for_every_pair(tmp_path):
     other.unlink()
 
 
+def test_another_seeds_training_enters_the_key_of_the_pages_judged_by_the_seed_spread(tmp_path):
+    """Sec. 6.2 and Beyond judge differences against the spread of the pair's seeds: a seed trained
+    later makes them stale (the check names them), where before it left them as they were."""
+    from headlib.settings import results_dir
+    other = results_dir("smoke", "en-de", 7) / "training_results.json"
+    for nb in book.select(["06_pruning_encoder", "08_beyond"]):
+        task = book.Task(book.Notebook(nb.name, nb.caption, reads=nb.reads), "smoke", "en-de", 1)
+        before = book.upstream(task, tmp_path)["artifacts"]
+        other.write_text("{}")
+        assert "results/en-de/seed7/training_results.json" in book.upstream(task, tmp_path)["artifacts"]
+        assert book.upstream(task, tmp_path)["artifacts"] != before
+        other.unlink()
+
+
 def test_a_trained_run_enters_the_key_by_its_record_without_the_clock(tmp_path):
     """A notebook that reads a trained run is keyed by the run's record less its wall-clock fields:
     this machine's results.json, else the committed record of the same run (a fresh clone trains

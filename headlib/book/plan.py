@@ -36,6 +36,10 @@ class Notebook:
                                    # compares training seeds or trains models of its own
 
 
+# Every seed's training record of the page's pair: the seed spread (`claims.seed_spread`) that
+# Sec. 6.2's and Beyond's verdicts are judged against changes when another seed is trained.
+SEED_SPREAD = "{pair}/seed*/training_results.json"
+
 # In dependency order of the paper's sections; `after` makes the order explicit.
 NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("03_data_and_models", "Sec. 3 — Data and models", trains=True,
@@ -44,13 +48,14 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("04_important_heads", "Sec. 4 — Important heads", after=("03_data_and_models",), trains=True),
     Notebook("05_head_functions", "Sec. 5 — Characterizing heads", after=("04_important_heads",), trains=True),
     Notebook("06_pruning_encoder", "Sec. 6.2 — Pruning the encoder", after=("05_head_functions",), trains=True,
+             reads=(SEED_SPREAD,),
              needs="the Hard Concrete path from the release, its validation lambdas and the from-scratch baselines: "
                    "python -m headlib.pruning curve --profile {profile} --pair {pair} --setting encoder, then "
                    "scratches"),
     Notebook("07_pruning_all_attention", "Sec. 6.3 — Pruning all attention", after=("06_pruning_encoder",), trains=True,
              needs="the same for all three attention kinds: python -m headlib.pruning curve --profile "
                    "{profile} --pair {pair} --setting all, then scratches"),
-    Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True,
+    Notebook("08_beyond", "Beyond the paper", after=("06_pruning_encoder",), trains=True, reads=(SEED_SPREAD,),
              needs="Sec. 6.2, then the fine-tuned methods at each head count (Michel et al., DSP, random and top-k "
                    "masks) from the release"),
     # trains its own domain models; before 10_around, which reads its adaptation table (A7)
