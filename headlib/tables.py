@@ -12,7 +12,7 @@ import pandas as pd
 
 # table -> the notebook (notebooks/<name>.ipynb) that writes it
 WRITERS = {
-    **dict.fromkeys(("head_importance.csv", "lrp_rules.csv"), "04_important_heads"),
+    **dict.fromkeys(("head_importance.csv", "lrp_rules.csv", "null_head_importance.csv"), "04_important_heads"),
     **dict.fromkeys(("positional_heads.csv", "syntactic_accuracy.csv", "syntactic_best.csv",
                      "syntactic_gold_vs_spacy.csv", "rare_word_rates.csv", "null_positional_heads.csv",
                      "null_syntactic_best.csv", "null_rare_word_rates.csv"), "05_head_functions"),

@@ -89,6 +89,24 @@ def test_prune_point_is_read_back_unless_it_came_from_another_model(tmp_path, mo
         prune_point(model, None, cfg, "en-de", 1.0, 4, tmp_path)
 
 
+def test_the_all_heads_control_fine_tunes_with_every_head_open_and_no_gate(tmp_path, monkeypatch):
+    """The control of an independent curve is a fixed-mask fine-tuning of the gated kinds with
+    every head open, keeping its translations (C6's intervals resample them)."""
+    from headlib.pruning import points
+    seen = {}
+
+    def prune_point(model, data, cfg, pair, alpha, beam, out, progress=False, hypotheses=False, describe=None):
+        seen.update(cfg=cfg, hypotheses=hypotheses, name=points.point_name(cfg))
+        return {}
+    monkeypatch.setattr(points, "prune_point", prune_point)
+    model = Transformer(get_config("smoke").model, 50)
+    points.all_heads_control(model, None, ("enc-self",), 7, 3, "en-de", 1.0, 4, tmp_path)
+    cfg = seen["cfg"]
+    assert cfg.method == "fixed" and cfg.steps == 7 and cfg.seed == 3 and seen["hypotheses"]
+    assert parse_spec(cfg.mask, {"enc-self": 2}, model.cfg.n_heads)["enc-self"].all()
+    assert seen["name"] == f"enc-self-all-heads-k{2 * model.cfg.n_heads}-s7.json"
+
+
 def test_a_cached_point_with_other_settings_under_its_name_is_an_error(tmp_path):
     from headlib.pruning import points
     from headlib.pruning.prune import PruneConfig

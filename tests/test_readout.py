@@ -34,6 +34,55 @@ def test_enrichment_finds_retained_heads_that_are_the_specialized_and_relevant_o
     assert flipped["Fisher p"] > 0.99 and flipped["Mann-Whitney p"] > 0.99
 
 
+def test_the_within_layer_test_sees_which_heads_of_a_layer_survive_not_which_layers():
+    """Layer 1's heads all survive and layer 2's mostly close: across layers the survivors look
+    more relevant on average, but within layer 2 the open head is the least relevant, so the
+    within-layer test finds nothing. Its p-value agrees with a slow reference that enumerates
+    every within-layer mask."""
+    import itertools
+
+    import numpy as np
+    from headlib.pruning.readout import within_layer_p
+    heads = pd.DataFrame({"layer": [1] * 4 + [2] * 4, "head": list(range(1, 5)) * 2,
+                          "relevance": [0.4, 0.3, 0.2, 0.1, 0.04, 0.03, 0.02, 0.01], "specialized": False})
+    row = enrichment([point_row(0.1, [[1, 1, 1, 1], [0, 0, 0, 1]])], heads, draws=20_000).iloc[0]
+    assert row["relevance retained"] > 5 * row["relevance pruned"] and row["within-layer p"] > 0.5
+    # the exact p-value: over the 4 masks of layer 2 with one open head, the share as extreme as observed
+    layer2 = heads["relevance"][4:].to_numpy()
+    stat = lambda open_: layer2[open_].mean() - np.delete(layer2, open_).mean()
+    exact = np.mean([stat(i) >= stat(3) - 1e-12 for i in range(4)])                      # 4 of 4
+    assert row["within-layer p"] == pytest.approx(exact, abs=0.02)
+    kept = np.array([1, 1, 0, 0, 1, 0, 1, 0], bool)                                       # two layers mixed
+    masks = [np.array(a + b, bool) for a in map(list, set(itertools.permutations([1, 1, 0, 0])))
+             for b in map(list, set(itertools.permutations([1, 0, 1, 0])))]
+    total = lambda m: sum(heads["relevance"][(heads["layer"] == l) & m].mean()
+                          - heads["relevance"][(heads["layer"] == l) & ~m].mean() for l in (1, 2))
+    exact = np.mean([total(m) >= total(kept) - 1e-12 for m in masks])
+    fast = within_layer_p(heads["layer"].to_numpy(), heads["relevance"].to_numpy(), kept, draws=20_000)
+    assert fast == pytest.approx(exact, abs=0.01)
+    assert math.isnan(within_layer_p(heads["layer"].to_numpy(), heads["relevance"].to_numpy(),
+                                     np.array([1] * 4 + [0] * 4, bool)))                   # no layer has both
+
+
+def test_holm_against_its_definition():
+    from headlib.pruning.readout import holm
+    p = pd.Series([0.01, 0.04, math.nan, 0.03, 0.5])
+    adjusted = holm(p)
+    # by hand: sorted 0.01, 0.03, 0.04, 0.5 with m = 4: 0.04, 0.09, max(0.08, 0.09), min(1, 0.5)
+    assert adjusted.round(10).tolist()[:2] == [0.04, 0.09] and math.isnan(adjusted[2])
+    assert adjusted[3] == pytest.approx(0.09) and adjusted[4] == pytest.approx(0.5)
+    assert (adjusted.dropna() >= p.dropna()).all()
+
+
+def test_strictly_first_or_last_refuses_a_tie():
+    from headlib.pruning.readout import strictly
+    inf = math.inf
+    order = [("enc-self", 0.005), ("dec-self", 0.05), ("dec-enc", 0.05)]
+    assert strictly(order, "enc-self", "first") and not strictly(order, "dec-enc", "last")
+    assert strictly([("enc-self", 0.01), ("dec-self", 0.1), ("dec-enc", inf)], "dec-enc", "last")
+    assert not strictly([("enc-self", inf), ("dec-self", inf), ("dec-enc", inf)], "enc-self", "first")
+
+
 def test_encoder_first_cross_last_needs_a_real_order():
     from headlib.pruning.readout import encoder_first_cross_last
     inf = float("inf")

@@ -48,8 +48,11 @@ def test_training_table_and_verdicts_gather_every_seed(monkeypatch, tmp_path):
             {"pair": "en-de", "steps": 30, "train_minutes": 0.1, "test": {"test_2017_flickr": {}, "test_2016_flickr": scores}}))
     table = training_table("smoke", "en-de")
     assert table["seed"].tolist() == [1, 2] and table["BLEU (beam)"].tolist() == [31.0, 30.5]
-    head_table({1: [0.6, 0.3, 0.1], 2: [0.2, 0.5, 0.3]}).assign(rank_in_layer=1).to_csv(
-        results_dir("smoke", "en-de", 1) / "head_importance.csv", index=False)
+    heads = head_table({1: [0.6, 0.3, 0.1], 2: [0.2, 0.5, 0.3]}).assign(rank_in_layer=1)
+    heads.to_csv(results_dir("smoke", "en-de", 1) / "head_importance.csv", index=False)
+    for name in ("lrp_rules.csv", "null_head_importance.csv"):        # C2: both rules, and its null
+        heads[["layer", "head"]].assign(conservative=heads["relevance"], paper=heads["relevance"]).to_csv(
+            results_dir("smoke", "en-de", 1) / name, index=False)
     v = verdicts("smoke", "en-de", [1, 2])
     assert list(v.columns) == ["seed 1", "seed 2"]
     assert (v["seed 2"] == "not measured").all() and (v["seed 1"] != "not measured").any()

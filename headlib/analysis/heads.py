@@ -57,17 +57,35 @@ def importance_table(relevance: torch.Tensor, conf: torch.Tensor) -> pd.DataFram
     return t
 
 
+def relevance_by_rule(model, bpe, sentences: list[str], translator=None) -> pd.DataFrame:
+    """One row per encoder head (1-based layer, head) with its LRP relevance under every rule of
+    `lrp.RULES` (a column each), the steps teacher-forced on `translator`'s translations (default:
+    `model`'s own). With an untrained `model` and the trained one as `translator`, this is the
+    null for claim C2 (null_head_importance.csv): the same sentences and steps, no training."""
+    from headlib.analysis.lrp import RULES, head_relevance
+    per_rule = {rule: head_relevance(model, bpe, sentences, rule, translator=translator)[0] for rule in RULES}
+    layers, heads = next(iter(per_rule.values())).shape
+    return pd.DataFrame({"layer": np.repeat(np.arange(1, layers + 1), heads), "head": np.tile(np.arange(1, heads + 1), layers),
+                         **{rule: rel.flatten().numpy() for rule, rel in per_rule.items()}})
+
+
 def layer_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per layer of an `importance_table`: its top head (the largest signed relevance: the head
-    that most supports the predicted token), that head's relevance against the layer's mean, its
-    share of the layer's absolute relevance |R_top| / sum_h |R_h| (uniform: 1 / heads) and its
-    confidence. Sec. 4's table and claim C2 read this one summary."""
-    top = table.loc[table.groupby("layer")["relevance"].idxmax()].set_index("layer")
-    absolute = table["relevance"].abs().groupby(table["layer"]).sum()
+    """Per layer of an `importance_table`: its top head by |relevance| (a head that pushes the
+    predicted token down matters as much as one that pushes it up), that head's signed relevance
+    against the layer's mean, its share of the layer's absolute relevance (`top_shares`; uniform:
+    1 / heads) and its confidence. Sec. 4's table and claim C2 read this one summary."""
+    top = table.loc[table["relevance"].abs().groupby(table["layer"]).idxmax()].set_index("layer")
     return pd.DataFrame({"head": top["head"], "relevance": top["relevance"],
                          "layer mean": table.groupby("layer")["relevance"].mean(),
-                         "top share": top["relevance"].abs() / absolute,
+                         "top share": top_shares(table),
                          "confidence": top["confidence"]}).reset_index()
+
+
+def top_shares(table: pd.DataFrame, column: str = "relevance") -> pd.Series:
+    """Per layer (the index), the largest share of the layer's absolute relevance that one head
+    holds, max_h |R_h| / sum_h |R_h| (claim C2's statistic; 1 / heads when all are equal)."""
+    absolute = table[column].abs()
+    return absolute.groupby(table["layer"]).max() / absolute.groupby(table["layer"]).sum()
 
 
 def _query_key_slices(n: int, eos_mode: str) -> tuple[slice, slice]:

@@ -222,10 +222,12 @@ def teacher_forcing_batches(model, bpe, sentences, batch_size: int = 32) -> list
 
 
 def head_relevance(model, bpe, sentences, rule: str = "conservative", batch_size: int = 32,
-                   progress: bool = False, normalize: str = "step") -> tuple[torch.Tensor, int]:
+                   progress: bool = False, normalize: str = "step", translator=None) -> tuple[torch.Tensor, int]:
     """Encoder head relevance (layers, heads) averaged over all generation steps of `sentences`,
-    and the number of steps."""
-    batches = teacher_forcing_batches(model, bpe, sentences, batch_size)
+    and the number of steps. The steps are teacher-forced on the greedy translations of
+    `translator` (default: `model` itself); an untrained model given the trained one's
+    translations is measured on the same steps (Sec. 4's null at initialisation)."""
+    batches = teacher_forcing_batches(translator if translator is not None else model, bpe, sentences, batch_size)
     if progress:
         from tqdm.auto import tqdm
         batches = tqdm(batches, desc="LRP", leave=False)

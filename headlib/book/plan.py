@@ -70,7 +70,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
              needs="Sec. 6.2 and Domains, the en-fr release (A5) and the lottery ticket: python -m "
                    "headlib.pruning.lottery --profile {profile} --pair {pair}"),
     Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
-        f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv",
+        f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "lrp_rules.csv", "positional_heads.csv", "syntactic_best.csv",
                                               "rare_word_rates.csv", "null_*.csv", "pruning_*.csv"))),
     Notebook("11_seeds", "Across seeds", after=("05_head_functions",), across_seeds=True, on_imported=False,
              reads=("{pair}/seed*/*.csv", "{pair}/seed*/training_results.json"),

@@ -14,7 +14,7 @@ import torch
 from headlib.analysis.probe import FunctionProbe
 from headlib.config import get_config
 from headlib.profiles import grids
-from headlib.pruning.points import (SETTINGS, fixed_masks, full_point, independent_steps, lambda_grid, nearest,
+from headlib.pruning.points import (SETTINGS, all_heads_control, fixed_masks, full_point, independent_steps, lambda_grid, nearest,
                                     points, prune_point, pruning_curve, scratch_head_counts, scratch_plan,
                                     scratch_point, validate_curve, validation_lambdas)
 from headlib.pruning.prune import PruneConfig
@@ -30,11 +30,13 @@ def parser() -> argparse.ArgumentParser:
                         "scratches: that page's from-scratch runs, planned from the finished curve")
     p.add_argument("--setting", default="encoder", choices=list(SETTINGS), help="curve, scratches")
     p.add_argument("--no-validate", action="store_true", help="curve: the path alone")
+    p.add_argument("--method", default="path", choices=["path", "independent"],
+                   help="curve: the continuation path, or one fine-tuning per lambda from the release (the paper's)")
     p.add_argument("--profile", default="cpu")
     p.add_argument("--pair", default="en-de")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--kinds", default="enc-self", help="comma-separated attention kinds to gate")
-    p.add_argument("--lams", default="0.01", help="comma-separated lambdas (prune)")
+    p.add_argument("--lams", default="", help="comma-separated lambdas (prune: default 0.01; curve: the grid's)")
     p.add_argument("--steps", type=int, default=PruneConfig.steps, help="fine-tuning updates (prune)")
     p.add_argument("--k", default="12", help="comma-separated head counts (dsp, fixed)")
     p.add_argument("--labels", default="random-s1,random-s2,random-s3,michel,confidence,lrp",
@@ -97,13 +99,20 @@ def baseline(a: argparse.Namespace) -> Baseline:
 
 
 def curve(a: argparse.Namespace, out: Path, b: Baseline) -> None:
-    """A setting's continuation path over its lambda grid and (unless `--no-validate`) its validation."""
-    lams, steps = lambda_grid(a.profile, a.setting), independent_steps(a.profile)
+    """A setting's curve over its lambda grid (`--lams` where given, e.g. to run some lambdas first):
+    the continuation path and (unless `--no-validate`) its validation, or independent fine-tunings
+    and their all-heads control."""
+    lams = [float(x) for x in a.lams.split(",")] if a.lams else lambda_grid(a.profile, a.setting)
+    steps = independent_steps(a.profile)
     probe = FunctionProbe.for_pair(a.pair, b.data.bpe, grids(a.profile).function_sentences)   # Fig. 8
     full_point(b.model, b.data, a.pair, b.len_alpha, b.beam, out, describe=probe)
     rows = pruning_curve(b.model, b.data, SETTINGS[a.setting], lams, steps, a.seed, a.pair, b.len_alpha,
-                         b.beam, out, progress=True, describe=probe)
-    if not a.no_validate:
+                         b.beam, out, a.method, progress=True, describe=probe)
+    if a.method == "independent":
+        control = all_heads_control(b.model, b.data, SETTINGS[a.setting], steps, a.seed, a.pair, b.len_alpha, b.beam,
+                                    out, describe=probe)
+        print(json.dumps({"all-heads control": control["test_beam"], "lambdas": len(rows)}))
+    elif not a.no_validate:
         checked = validate_curve(b.model, b.data, rows, validation_lambdas(lams), steps, a.seed, a.pair,
                                  b.len_alpha, b.beam, out, progress=True)
         print(json.dumps({k: checked[k] for k in ("update_ratio", "agrees")}))
@@ -112,7 +121,7 @@ def curve(a: argparse.Namespace, out: Path, b: Baseline) -> None:
 def prune_configs(a: argparse.Namespace, out: Path) -> list[PruneConfig]:
     """prune: one Hard Concrete fine-tuning per lambda of `--lams`."""
     return [PruneConfig(kinds=tuple(a.kinds.split(",")), lam=lam, steps=a.steps, seed=a.seed)
-            for lam in map(float, a.lams.split(","))]
+            for lam in map(float, (a.lams or "0.01").split(","))]
 
 
 def dsp_configs(a: argparse.Namespace, out: Path) -> list[PruneConfig]:

@@ -157,6 +157,18 @@ def prune_point(model, data: Prepared, cfg: PruneConfig, pair: str, len_alpha: f
     return row
 
 
+def all_heads_control(model, data: Prepared, kinds: tuple[str, ...], steps: int, seed: int, pair: str,
+                      len_alpha: float, beam: int, out: Path, describe: Describe | None = None) -> dict:
+    """A curve's all-heads control: the same fine-tuning as one of its points (updates, tokens,
+    learning rate, what is frozen) with every head of `kinds` open and no gate. Beside the unpruned
+    model it is the reference a pruned point is judged against (claim C6): it separates closing
+    heads from the extra updates (out/<kinds>-all-heads-k<heads>-s<steps>.json)."""
+    spec = to_spec({k: torch.ones(n, model.cfg.n_heads, dtype=torch.int) for k, n in model.layer_counts().items()
+                    if k in kinds})
+    cfg = PruneConfig(kinds=kinds, method="fixed", mask=spec, label="all-heads", steps=steps, seed=seed)
+    return prune_point(model, data, cfg, pair, len_alpha, beam, out, hypotheses=True, describe=describe)
+
+
 def path_name(cfg: PruneConfig) -> str:
     return f"{'+'.join(cfg.kinds)}-path-s{cfg.steps}.json"
 
@@ -254,10 +266,11 @@ def pruning_curve(model, data: Prepared, kinds: tuple[str, ...], lams: list[floa
     """The BLEU-vs-heads points of one pruning setting (Sec. 6), by lambda. "path": the
     continuation path, `steps // path_share` updates at each lambda (`path_points`); "independent":
     one fine-tuning of `steps` updates per lambda from the converged model (`prune_point`, the
-    paper's way). `describe` adds its fields to every point (the head functions of Fig. 8)."""
+    paper's way), each keeping its translations (the intervals against the unpruned model resample
+    them). `describe` adds its fields to every point (the head functions of Fig. 8)."""
     if method == "independent":
         return [prune_point(model, data, PruneConfig(kinds=kinds, lam=lam, steps=steps, seed=seed), pair,
-                            len_alpha, beam, out, progress, describe=describe) for lam in lams]
+                            len_alpha, beam, out, progress, hypotheses=True, describe=describe) for lam in lams]
     if method != "path":
         raise ValueError(f"pruning_curve: method must be 'path' or 'independent', got {method!r}")
     return path_points(model, data, PruneConfig(kinds=kinds, steps=max(1, steps // path_share), seed=seed),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -245,6 +246,16 @@ def encoder_first_cross_last(order: list[tuple[str, float]]) -> bool:
             and lam["enc-self"] <= lam["dec-self"] <= lam["dec-enc"])
 
 
+def strictly(order: list[tuple[str, float]], kind: str, place: str) -> bool:
+    """Whether `kind` loses half its heads at a finite lambda strictly before ("first") or strictly
+    after ("last") every other kind of a `pruning_order`: a tie at the grid's resolution is no order."""
+    lam = dict(order)
+    others = [v for k, v in lam.items() if k != kind]
+    if place == "first":
+        return math.isfinite(lam[kind]) and all(lam[kind] < v for v in others)
+    return all(lam[kind] > v for v in others)
+
+
 def function_counts(rows: list[dict], kind: str = "enc-self") -> pd.DataFrame:
     """Fig. 8 in numbers: per point, its open heads of `kind`, how many of them the point's own
     functions (`analysis.probe`, measured on the pruned model) call positional, syntactic and
@@ -266,12 +277,20 @@ def function_counts(rows: list[dict], kind: str = "enc-self") -> pd.DataFrame:
                                       "best syntactic margin", "best layer-1 rare rate"])
 
 
-def enrichment(rows: list[dict], heads: pd.DataFrame, kind: str = "enc-self") -> pd.DataFrame:
+WITHIN_LAYER_DRAWS = 10_000   # permutations of each point's mask within layers (C9's relevance half)
+
+
+def enrichment(rows: list[dict], heads: pd.DataFrame, kind: str = "enc-self", draws: int = WITHIN_LAYER_DRAWS,
+               seed: int = 0) -> pd.DataFrame:
     """Per point, are the retained heads the specialized / important ones?
 
     `heads` has one row per (layer, head) with a boolean `specialized` and a `relevance`. Fisher's
     exact test (one-sided: retained heads are more often specialized) and the Mann-Whitney U test
-    (one-sided: retained heads have higher relevance)."""
+    (one-sided: retained heads have higher relevance), as the paper would read them; and, because
+    relevance is normalised per layer (a layer whose heads all survive says nothing of which heads
+    survive), `within_layer_p`: the open heads' relevance against the closed heads' of the same
+    layers, the mask permuted within layers (NaN where no layer has both). The "(Holm)" columns
+    correct both over the points (`holm`)."""
     from scipy.stats import fisher_exact, mannwhitneyu
     out = []
     for r in rows:
@@ -289,9 +308,40 @@ def enrichment(rows: list[dict], heads: pd.DataFrame, kind: str = "enc-self") ->
                     "relevance retained": heads.loc[kept, "relevance"].mean(),
                     "relevance pruned": heads.loc[~kept, "relevance"].mean(),
                     "Mann-Whitney p": mannwhitneyu(heads.loc[kept, "relevance"], heads.loc[~kept, "relevance"],
-                                                   alternative="greater").pvalue})
-    return pd.DataFrame(out, columns=["lambda", "retained", "specialized retained", "specialized pruned", "Fisher p",
-                                      "relevance retained", "relevance pruned", "Mann-Whitney p"])
+                                                   alternative="greater").pvalue,
+                    "within-layer p": within_layer_p(heads["layer"].to_numpy(), heads["relevance"].to_numpy(),
+                                                     kept.to_numpy(), draws, seed)})
+    table = pd.DataFrame(out, columns=["lambda", "retained", "specialized retained", "specialized pruned", "Fisher p",
+                                       "relevance retained", "relevance pruned", "Mann-Whitney p", "within-layer p"])
+    return table.assign(**{"within-layer p (Holm)": holm(table["within-layer p"]), "Fisher p (Holm)": holm(table["Fisher p"])})
+
+
+def within_layer_p(layer, relevance, kept, draws: int = WITHIN_LAYER_DRAWS, seed: int = 0) -> float:
+    """One-sided permutation p-value that the `kept` heads (bool, one per head) are more relevant
+    than the closed heads of their own layer: the statistic sums, over the layers with both open and
+    closed heads, the open heads' mean relevance minus the closed heads' mean; each draw permutes
+    which heads are open within every layer (as many open per layer). NaN where no layer has both."""
+    rng = np.random.default_rng(seed)
+    observed, null = 0.0, np.zeros(draws)
+    mixed = [l for l in np.unique(layer) if 0 < kept[layer == l].sum() < (layer == l).sum()]
+    if not mixed:
+        return math.nan
+    for l in mixed:
+        rel, open_ = relevance[layer == l], kept[layer == l].astype(float)      # (heads,)
+        k, n = open_.sum(), len(open_)
+        weights = open_ / k - (1 - open_) / (n - k)                             # mean(open) - mean(closed) = w @ rel
+        observed += weights @ rel
+        null += rng.permuted(np.tile(weights, (draws, 1)), axis=1) @ rel        # (draws,)
+    return float((1 + (null >= observed - 1e-12).sum()) / (draws + 1))
+
+
+def holm(p: pd.Series) -> pd.Series:
+    """Holm's step-down correction of the p-values `p` for their number (NaNs are not tests and stay NaN):
+    the i-th smallest of m is multiplied by m - i + 1, kept monotone, capped at 1."""
+    valid = p.dropna().sort_values()
+    m = len(valid)
+    adjusted = np.minimum(1.0, np.maximum.accumulate(valid.to_numpy() * (m - np.arange(m))))
+    return pd.Series(adjusted, index=valid.index).reindex(p.index)
 
 
 def dev_choice(runs: list[tuple[int, float, dict]]) -> dict:

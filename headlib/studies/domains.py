@@ -27,7 +27,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from headlib.analysis.heads import (NULL_TABLES, SPACY_MODEL, confidence, encoder_attention, function_tables,
-                                    head_functions, importance_table, parse_spacy, positional_heads,
+                                    head_functions, importance_table, parse_spacy, positional_heads, relevance_by_rule,
                                     rare_word_rates, syntactic_accuracy, syntactic_heads)
 from headlib.analysis.lrp import head_relevance
 from headlib.claims import ANALYSIS_CLAIMS, CLAIMS, PAPER_ENRU_MODELS, VERDICT_WORDS, claims_table
@@ -49,7 +49,8 @@ NEWS, TATOEBA = "en-ru.news", "en-ru.tatoeba"
 ANALYSIS_FIELDS = ("updates", "test_limit", "n_functions", "n_lrp", "eos_mode", "margin")   # what `analyse` depends on
 # The Sec. 4-5 result tables that `headlib.claims` reads, in the section pages' format (not their
 # sentence counts: `n_functions` held-out sentences here, LRP on the first `n_lrp`).
-TABLES = ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv", "rare_word_rates.csv", *NULL_TABLES)
+TABLES = ("head_importance.csv", "positional_heads.csv", "syntactic_best.csv", "rare_word_rates.csv", *NULL_TABLES,
+          "lrp_rules.csv", "null_head_importance.csv")
 
 
 def domain_model(profile: str, pair: str, seed: int, cfg: DomainConfig):
@@ -98,7 +99,9 @@ def analyse(profile: str, pair: str, seed: int, cfg: DomainConfig, nlp) -> dict:
     rare = rates[rates["layer"] == 1].merge(importance[["layer", "head", "rank_in_layer"]], on=["layer", "head"])
     untrained = initial_model(Config.from_dict(run["config"]), bpe.vocab_size, keep_rng=True).eval()
     nulls = function_tables(untrained, bpe, sentences, parsed, freq, cfg.eos_mode, cfg.margin)   # C3-C5's null
-    for name, table in zip(TABLES, (importance, positional, best, rates, *nulls)):
+    rules = relevance_by_rule(model, bpe, sentences[:cfg.n_lrp])                                 # C1-C2 by rule
+    null_relevance = relevance_by_rule(untrained, bpe, sentences[:cfg.n_lrp], translator=model)  # C2's null
+    for name, table in zip(TABLES, (importance, positional, best, rates, *nulls, rules, null_relevance)):
         write_text(folder / name, table.to_csv(index=False))
     row = {"fingerprint": fingerprint, "tables": _digests(folder), "pair": pair, "n_sentences": len(sentences),
            "lrp_steps": steps, "bleu": {name: t["beam"]["bleu"] for name, t in run["test"].items()},

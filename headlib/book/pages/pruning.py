@@ -17,7 +17,7 @@ from scipy.stats import spearmanr
 from headlib.analysis.heads import short_functions
 from headlib.analysis.probe import FunctionProbe
 from headlib.book.pages import OTHER_MODELS, other_models, other_models_note
-from headlib.claims import PAPER_TOLERANCE, TOLERANCE, fewest_heads_within, not_assessable
+from headlib.claims import MARGIN, PAPER_TOLERANCE, fewest_heads_within, not_assessable, order_verdict
 from headlib.config import get_config
 from headlib.data.corpora import load_split, main_test_set
 from headlib.nn.masks import kind_mask
@@ -25,7 +25,7 @@ from headlib.nn.model import KINDS
 from headlib.profiles import grids
 from headlib.pruning.points import (SETTINGS, full_point, pruning_curve, scratch_plan, scratch_point,
                                     validate_curve, validation_lambdas)
-from headlib.pruning.readout import (budget_table, encoder_first_cross_last, enrichment, function_counts, interval,
+from headlib.pruning.readout import (budget_table, enrichment, function_counts, interval,
                                      mean_open_layer, order_text, pruned_vs_scratch, pruning_order, sides, survival,
                                      sweep_table)
 from headlib.settings import results_dir
@@ -152,12 +152,12 @@ def encoder_values(s: Sweep, table: pd.DataFrame) -> dict:
     zero = table[table["enc-self heads"] == 0]
     values = {"sec6-n-points": len(s.rows), "sec6-n-heads": s.full["retained"]["enc-self"],
               "sec6-tuned-heads": tuned["retained"]["enc-self"], "sec6-tuned-bleu": tuned["test_beam"],
-              "sec6-tolerance": TOLERANCE, "sec6-paper-tolerance": PAPER_TOLERANCE, "sec6-n-zero": len(zero),
+              "sec6-tolerance": MARGIN, "sec6-paper-tolerance": PAPER_TOLERANCE, "sec6-n-zero": len(zero),
               "sec6-zero-bleu": float(zero["BLEU"].mean()) if len(zero) else float("nan"),
               "sec6-zero-delta": float(zero["BLEU"].mean() - s.full["test_beam"]) if len(zero) else float("nan"),
               "sec6-zero-first": zero_point(zero)}
     for name, reference in (("full", s.full["test_beam"]), ("tuned", tuned["test_beam"])):
-        values[f"sec6-within-{name}"] = fewest_heads_within(table, reference, TOLERANCE)
+        values[f"sec6-within-{name}"] = fewest_heads_within(table, reference, MARGIN)
         values[f"sec6-within-{name}-paper"] = fewest_heads_within(table, reference, PAPER_TOLERANCE)
     return values
 
@@ -381,7 +381,7 @@ def order_values(s: Sweep, table: pd.DataFrame) -> dict:
     heads of each kind."""
     per_kind, layers = s.full["retained"]["enc-self"], len(s.full["per_layer"]["enc-self"])
     order = pruning_order(table)
-    c8 = "holds" if encoder_first_cross_last(order) else "does not hold"
+    c8 = order_verdict(order)[1]
     return {"sec63-heads-per-kind": per_kind, "sec63-heads-per-layer": per_kind // layers,
             "sec63-order": order_text(order),
             "sec63-c8": (not_assessable(s.out.parent) or c8).removesuffix("."),
