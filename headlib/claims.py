@@ -335,6 +335,9 @@ def c6_few_heads_suffice(out):
     never a pruned point; and the fewest not shown to cost more than MARGIN (both intervals reach
     above -MARGIN). MARGIN is also given as a share of the gap to the point with no encoder head."""
     table = read_table(out, "pruning_encoder.csv")
+    if C6_REFERENCES[1] not in table:
+        return ("(pruning_encoder.csv has no all-heads control: the Sec. 6.2 page has it on the independent curve, "
+                "python -m headlib.pruning curve --method independent)"), MISSING
     for reference in C6_REFERENCES:
         if (missing := no_intervals(table, reference, "pruning_encoder.csv")) is not None:
             return missing
@@ -611,15 +614,16 @@ def verdicts(dirs: dict[str, Path], claims: tuple[Claim, ...] = CLAIMS) -> pd.Da
 OTHER_VERDICTS = ("by the paper's bar", "under the paper's LRP rule")
 
 
-def styled(table: pd.DataFrame, wide=()):
-    """A verdict table for the book: verdicts (columns named `verdict`, `<model>: verdict` or one of
-    `OTHER_VERDICTS`) coloured, `verdict` and `OTHER_VERDICTS` moved next to the first column (a table
-    wider than the text column scrolls, and the verdicts stay in view), text left-aligned and
-    wrapped, the `wide` text columns 8-22em wide."""
+def styled(table: pd.DataFrame, wide=(), coloured=()):
+    """A verdict table for the book: verdicts (columns named `verdict`, `<model>: verdict`, one of
+    `OTHER_VERDICTS` or listed in `coloured`) coloured, `verdict` and `OTHER_VERDICTS` moved next to
+    the first column (a table wider than the text column scrolls, and the verdicts stay in view),
+    text left-aligned and wrapped, the `wide` text columns 8-22em wide."""
     front = [c for c in ("verdict", *OTHER_VERDICTS) if c in table.columns]
     if front:
         table = table[[table.columns[0], *front, *[c for c in table.columns[1:] if c not in front]]]
-    verdict_columns = [c for c in table.columns if str(c) in ("verdict", *OTHER_VERDICTS) or str(c).endswith(": verdict")]
+    verdict_columns = [c for c in table.columns if str(c) in ("verdict", *OTHER_VERDICTS, *coloured)
+                       or str(c).endswith(": verdict")]
     return (table.style.map(lambda v: VERDICT_STYLE.get(v, ""), subset=verdict_columns).hide(axis="index")
             .set_properties(**{"text-align": "left", "vertical-align": "top", "white-space": "normal"})
             .set_properties(subset=list(wide), **{"min-width": "8em", "max-width": "22em"}))

@@ -37,6 +37,10 @@ def test_smoke_book_stays_out_of_book_dir(smoke):
     assert book.default_out("smoke") != settings().book and book.default_out("cpu") == settings().book
     toc = (smoke.out / "_toc.yml").read_text()
     assert "executed/en-de/seed1/03_data_and_models" in toc and "smoke profile" in toc
+    import yaml
+    parts = yaml.safe_load(toc)["parts"]
+    assert parts[0]["caption"] == "The verdicts" and parts[1]["caption"].startswith("Sec. 3")   # the answer first
+    assert parts[-1]["chapters"] == [{"file": "reproduce"}, {"file": "glossary"}]
     manifest = json.loads(book.manifest_path(smoke.results[0].output).read_text())
     assert manifest["profile"] == "smoke" and manifest["parameters"] == {"profile": "smoke", "pair": "en-de", "seed": 1}
     with pytest.raises(book.BookError, match="holds outputs of profile smoke"):
@@ -322,9 +326,10 @@ def test_select_keeps_the_book_order_and_names_unknown_notebooks():
 def test_an_imported_model_gets_no_page_that_compares_seeds_or_trains_models_of_its_own():
     def names(profile):
         return [t.nb.name for t in book.planned(book.NOTEBOOKS, profile, ["en-de"], [1, 2])]
-    assert {"11_seeds", "12_domains"} <= set(names("smoke"))
-    assert "11_seeds" not in names("pretrained") and "12_domains" not in names("pretrained")
-    assert names("pretrained") == [n for n in names("smoke") if n not in ("11_seeds", "12_domains")]
+    across_units = ("11_seeds", "12_domains", "01_verdicts")       # seeds, own models, every unit's verdicts
+    assert set(across_units) <= set(names("smoke"))
+    assert not set(across_units) & set(names("pretrained"))
+    assert names("pretrained") == [n for n in names("smoke") if n not in across_units]
 
 
 def test_tables_a_notebook_reads_enter_its_key_for_every_pair(tmp_path):

@@ -34,6 +34,7 @@ class Notebook:
                                    # command that computes it ({profile}, {pair}, {seed} filled in); "": nothing
     on_imported: bool = True       # runs on an imported model (the pretrained profile); not a page that
                                    # compares training seeds or trains models of its own
+    front: bool = False            # first in the table of contents (the study's answer), though executed last
 
 
 # Every seed's training record of the page's pair: the seed spread (`claims.seed_spread`) that
@@ -72,6 +73,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("09_claims", "Claims", after=("05_head_functions",), reads=tuple(
         f"*/seed{{seed}}/{name}" for name in ("head_importance.csv", "lrp_rules.csv", "positional_heads.csv", "syntactic_best.csv",
                                               "rare_word_rates.csv", "null_*.csv", "pruning_*.csv"))),
+    # every unit's verdicts in one matrix, from the tables each Claims and Around page wrote: once for the book
+    Notebook("01_verdicts", "The verdicts", after=("09_claims", "10_around", "11_seeds"), pair="en-de",
+             on_imported=False, front=True, reads=("*/seed*/claims.csv", "*/seed*/around_studies.csv")),
     Notebook("11_seeds", "Across seeds", after=("05_head_functions",), across_seeds=True, on_imported=False,
              reads=("{pair}/seed*/*.csv", "{pair}/seed*/training_results.json"),
              needs="the releases of the pair's other seeds, with their Sec. 3-5 pages"),
@@ -81,7 +85,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
 ROOT_PAGE = "intro"
 
 
-CLOSING_PARTS = (("Using this book", ("reproduce",)),)
+CLOSING_PARTS = (("Using this book", ("reproduce", "glossary")),)
 
 
 class BookError(RuntimeError):

@@ -33,7 +33,7 @@ def write_toc(out: Path, profile: str, notebooks: Sequence[Notebook] = NOTEBOOKS
     hand-written pages that cite the others, and gets a root page of its own (`partial_root`)."""
     import yaml
     parts = []
-    for nb in ordered(notebooks):
+    for nb in sorted(ordered(notebooks), key=lambda nb: not nb.front):   # stable: the front pages first
         chapters = [{"file": p.relative_to(out).with_suffix("").as_posix(), "title": f"{pair}, seed {seed}"}
                     for pair, seed, p in executed_outputs(out, nb, profile)]
         if chapters:

@@ -6,13 +6,15 @@ a book directory and a copy of the result tables, so the committed ones are neve
 training anything. Then every glued value of each page is compared with the committed page's:
 
     numbers    equal when they print the same at the precision the book prints them (the format
-               spec of the `{glue:text}` roles that cite them, else their own repr); the largest
-               absolute difference is reported
+               spec of the `{glue:text}` roles that cite them; a float no role cites is printed
+               nowhere and compares at `UNCITED_FORMAT`, a number cited without a spec as its
+               repr); the largest absolute difference is reported
     text       Markdown, strings and tables (HTML, with pandas' random element ids left out): equal
                when identical
     figures    equal when the PNG bytes are identical
-    timings    a page's own measurement of how long it took (keys ending in `-seconds`): counted
-               apart and not compared, since no two executions take the same time
+    timings    a page's own measurement of how long it took (keys ending in `-seconds`, and the
+               tables of measured minutes in `TIMING_KEYS`): counted apart and not compared, since
+               no two executions take the same time
 """
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ from headlib.settings import READ_ONLY, rel, results_root, settings
 
 _STYLER_ID = re.compile(r"T_[0-9a-f]{5}(_[0-9a-f]+)?")   # pandas Styler's per-render element ids
 TIMING_SUFFIX = "-seconds"                                # a glued wall-clock measurement of the page's own
+TIMING_KEYS = frozenset({"claims-done"})                  # glued tables of measured times (the Claims page's steps)
+UNCITED_FORMAT = ".6g"   # a glued float no page prints: more digits than any printed value, far fewer than the
+                         # 16th-17th, where another CPU's rounding moves a float
 
 
 @dataclass
@@ -84,11 +89,12 @@ def _printed(value: int | float, fmts: set[str], text: str) -> tuple[str, ...]:
     return tuple(printed(f) for f in sorted(fmts)) if fmts else (text,)
 
 
-def compare_page(committed: Path, again: Path, fmts: dict[str, set[str]], page: str, seconds: float = 0.0) -> PageCheck:
+def compare_page(committed: Path, again: Path, fmts: dict[str, set[str]], page: str, seconds: float = 0.0,
+                 cited_keys: frozenset[str] = frozenset()) -> PageCheck:
     """Every glued value of `committed` against the same key in `again` (`fmts`: the format specs
-    the book cites each key with)."""
+    the book cites each key with; `cited_keys`: every key some role cites, with a spec or without)."""
     old, new = glued_values(committed), glued_values(again)
-    timings = [key for key in old if key.endswith(TIMING_SUFFIX)]
+    timings = [key for key in old if key.endswith(TIMING_SUFFIX) or key in TIMING_KEYS]
     old = {key: value for key, value in old.items() if key not in timings}
     check = PageCheck(page, values=len(old), seconds=seconds, timings=len(timings))
     for key, (mime, content) in old.items():
@@ -98,7 +104,8 @@ def compare_page(committed: Path, again: Path, fmts: dict[str, set[str]], page: 
         a, b = (_number(content), _number(new[key][1])) if mime == "text/plain" else (None, None)
         if a is not None and b is not None:
             check.largest = max(check.largest, abs(a - b))
-            same = _printed(a, fmts.get(key, set()), content) == _printed(b, fmts.get(key, set()), new[key][1])
+            cited = fmts.get(key) or ({UNCITED_FORMAT} if isinstance(a, float) and key not in cited_keys else set())
+            same = _printed(a, cited, content) == _printed(b, cited, new[key][1])
         else:
             same = content == new[key][1]
         if same:
@@ -108,13 +115,16 @@ def compare_page(committed: Path, again: Path, fmts: dict[str, set[str]], page: 
     return check
 
 
-def format_specs(out: Path) -> dict[str, dict[str, set[str]]]:
-    """{page: {key: the format specs of the {glue:text} roles that cite it}} over the whole book."""
+def format_specs(out: Path) -> tuple[dict[str, dict[str, set[str]]], dict[str, frozenset[str]]]:
+    """{page: {key: the format specs of the {glue:text} roles that cite it}} over the whole book,
+    and {page: the keys some role cites, with or without a spec}."""
     specs: dict[str, dict[str, set[str]]] = {}
+    cited: dict[str, set[str]] = {}
     for ref in glue_references(out):
+        cited.setdefault(ref.doc, set()).add(ref.key)
         if ref.fmt:
             specs.setdefault(ref.doc, {}).setdefault(ref.key, set()).add(ref.fmt)
-    return specs
+    return specs, {doc: frozenset(keys) for doc, keys in cited.items()}
 
 
 def committed_units(out: Path) -> list[tuple[str, int]]:
@@ -144,11 +154,12 @@ def verify(profile: str = "cpu", pair: str = "en-de", seed: int = 1, out: Path |
         results = run(profile, [pair], [seed], scratch / "book", force=True, progress=False, notebooks=notebooks,
                       toc=notebooks, log=log, train=False)
     log(f"[verify] {len(results)} page(s) re-executed in {clock(time.time() - t0)} into {rel(scratch)}")
-    specs = format_specs(out)
+    specs, cited = format_specs(out)
     checks = []
     for r in results:
         page = r.output.relative_to(scratch / "book").with_suffix("").as_posix()
-        checks.append(compare_page(out / f"{page}.ipynb", r.output, specs.get(page, {}), page, r.seconds))
+        checks.append(compare_page(out / f"{page}.ipynb", r.output, specs.get(page, {}), page, r.seconds,
+                                   cited.get(page, frozenset())))
     return checks
 
 

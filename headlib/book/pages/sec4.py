@@ -6,6 +6,7 @@ agreement, each layer's most important head, and LRP's two rules compared.
     correlation_values(table)                                Spearman between relevance and confidence
     layer_values(per_layer, heads)                           the top head's share of its layer
     rule_comparison(table, other, rule, other_rule, out)     the two LRP rules; writes lrp_rules.csv
+    initial_relevance(run, model, bpe, sentences, out)       both rules at initialisation; writes null_head_importance.csv
     heatmaps(rel, conf), scatter(data, x, y, labels)         the page's figures
 """
 from __future__ import annotations
@@ -18,8 +19,8 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
-from headlib.analysis.heads import confidence, encoder_attention, importance_table
-from headlib.analysis.lrp import head_relevance
+from headlib.analysis.heads import confidence, encoder_attention, importance_table, relevance_by_rule, top_shares
+from headlib.analysis.lrp import RULES, head_relevance
 
 
 @dataclass
@@ -75,6 +76,19 @@ def rule_comparison(table: pd.DataFrame, other: torch.Tensor, rule: str, other_r
     return rules, {"sec4-rule-rho": float(spearmanr(rules["relevance"], rules["other"]).statistic),
                    "sec4-rule-same-top": int(same_top.sum()), "sec4-n-layers": len(same_top),
                    "sec4-rule-rho-layer": float(within.mean())}
+
+
+def initial_relevance(run: dict, model, bpe, sentences: list[str], out: Path) -> tuple[pd.DataFrame, dict]:
+    """LRP relevance of the run's model at initialisation under every rule, on the same sentences
+    and steps as the trained `model` (`relevance_by_rule`): C2's null, written to
+    `out/null_head_importance.csv`; and the largest top-head share of |relevance| of any layer
+    at initialisation under each rule (`sec4-null-top-share-<rule>`)."""
+    from headlib.config import Config
+    from headlib.train import initial_model
+    initial = initial_model(Config.from_dict(run["config"]), bpe.vocab_size, keep_rng=True).eval()
+    table = relevance_by_rule(initial, bpe, sentences, translator=model)
+    table.to_csv(out / "null_head_importance.csv", index=False)
+    return table, {f"sec4-null-top-share-{rule}": float(top_shares(table, rule).max()) for rule in RULES}
 
 
 def heatmaps(rel: torch.Tensor, conf: torch.Tensor):
