@@ -179,7 +179,11 @@ def read_page_rule(out: Path) -> str:
     equals its relevance."""
     imp, rules = read_table(out, "head_importance.csv"), read_table(out, "lrp_rules.csv")
     merged = imp[["layer", "head", "relevance"]].merge(rules, on=["layer", "head"])
-    return next(r for r in rules.columns[2:] if np.allclose(merged[r], merged["relevance"]))
+    rule = next((r for r in rules.columns[2:] if np.allclose(merged[r], merged["relevance"])), None)
+    if rule is None:
+        raise ValueError(f"{Path(out) / 'lrp_rules.csv'}: no rule's column equals head_importance.csv's relevance "
+                         "(the two tables come from different executions of the Sec. 4 page: execute it again)")
+    return rule
 
 
 def c2_few_heads_per_layer(out, rule: str | None = None):

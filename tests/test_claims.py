@@ -463,3 +463,15 @@ def test_pending_units_name_what_each_missing_unit_needs(tmp_path, monkeypatch):
         task.output(book).parent.mkdir(parents=True, exist_ok=True)
         task.output(book).write_text("{}")
     assert page.pending_units("cpu", "en-de", 1, book)["unit"].str.contains("en-fr").sum() == 0
+
+
+def test_rule_tables_of_another_execution_are_one_clear_error(tmp_path):
+    """C2 finds the page's LRP rule by the column of lrp_rules.csv equal to head_importance.csv's
+    relevance; tables of two executions name the file instead of a wrong null."""
+    _importance([0.7, 0.1, 0.1, 0.1], 0.5).to_csv(tmp_path / "head_importance.csv", index=False)
+    _relevance_null(tmp_path)
+    rules = pd.read_csv(tmp_path / "lrp_rules.csv")
+    rules.assign(conservative=rules["conservative"] + 0.1, paper=rules["paper"] + 0.2).to_csv(
+        tmp_path / "lrp_rules.csv", index=False)
+    with pytest.raises(ValueError, match="lrp_rules.csv: no rule's column equals head_importance.csv's relevance"):
+        claims_table(tmp_path)
