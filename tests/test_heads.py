@@ -313,14 +313,15 @@ def test_parser_agreement_counts_labelled_arcs_by_word_spans():
         parser_agreement([gold, short], [predicted, predicted])
 
 
-def test_layer_summary_takes_the_most_supporting_head_and_its_share_of_absolute_relevance():
+def test_layer_summary_takes_the_head_of_largest_absolute_relevance_and_its_share():
     import pandas as pd
 
     from headlib.analysis.heads import layer_summary
     table = pd.DataFrame({"layer": [1, 1, 1, 2, 2, 2], "head": [1, 2, 3, 1, 2, 3],
                           "relevance": [0.2, -0.6, 0.2, 0.5, 0.3, 0.2], "confidence": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]})
     s = layer_summary(table)
-    assert s["head"].tolist() == [1, 1]                  # layer 1: head 2 is the largest |R|, but against the token
-    assert s["top share"].tolist() == pytest.approx([0.2, 0.5])
+    assert s["head"].tolist() == [2, 1]                  # layer 1: head 2 pushes the token down, by the most
+    assert s["relevance"].tolist() == pytest.approx([-0.6, 0.5])
+    assert s["top share"].tolist() == pytest.approx([0.6, 0.5])
     assert s["layer mean"].tolist() == pytest.approx([-0.2 / 3, 1.0 / 3])
-    assert s["confidence"].tolist() == [0.1, 0.4]
+    assert s["confidence"].tolist() == [0.2, 0.4]
