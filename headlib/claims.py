@@ -293,10 +293,9 @@ def c5_paper(out):
     to one of the two rarest more than half the time and is its layer's most relevant by LRP
     (partly: one of the two)."""
     rates, imp = read_table(out, "rare_word_rates.csv"), read_table(out, "head_importance.csv")
-    layer1 = rates[rates["layer"] == 1]
-    if not layer1["n"].max():
+    if not rates[rates["layer"] == 1]["n"].max():
         return UNASSESSABLE
-    top = layer1.loc[layer1["rarest"].idxmax()]
+    top = rare_word_candidate(rates)[0]
     rank = int(imp[(imp["layer"] == 1) & (imp["head"] == top["head"])]["rank_in_layer"].iloc[0])
     met = int(top["top2"] > 0.5) + int(rank == 1)
     return HOLDS if met == 2 else PARTLY if met else FAILS
@@ -385,22 +384,30 @@ def seed_spread(out: Path) -> float | None:
 SCRATCH_TABLES = (("pruning_encoder_scratch.csv", "encoder"), ("pruning_all_attention.csv", "all attention"))
 
 
+def scratch_differences(out: Path) -> dict[str, pd.DataFrame]:
+    """The pruned - scratch rows of each Sec. 6 table that has them (`SCRATCH_TABLES`, by label), the
+    all-heads controls left out (more updates, not fewer heads); FileNotFoundError where none has rows."""
+    tables = {}
+    for name, label in SCRATCH_TABLES:
+        if (out / name).is_file() and "pruned - scratch" in (t := read_table(out, name)):
+            t = t.dropna(subset=["pruned - scratch"])
+            t = t[~t["control"].astype(bool)] if "control" in t else t
+            if len(t):
+                tables[label] = t
+    if not tables:
+        raise FileNotFoundError(out / SCRATCH_TABLES[0][0])
+    return tables
+
+
 def c7_pruned_beats_scratch(out):
     """Pruned minus from-scratch BLEU (main test set, beam) at each configuration (encoder-only,
     Sec. 6.2; all attention, Sec. 6.3), budgets matched, each difference with its 95% paired
     bootstrap interval: pruned is ahead where the interval lies above 0, behind where it lies below."""
     from headlib.pruning.readout import sides
-    tables = {}
+    tables = scratch_differences(out)
     for name, label in SCRATCH_TABLES:
-        if (out / name).is_file() and "pruned - scratch" in (t := read_table(out, name)):
-            t = t.dropna(subset=["pruned - scratch"])
-            t = t[~t["control"].astype(bool)] if "control" in t else t   # more updates, not fewer heads
-            if (missing := no_intervals(t, "pruned - scratch", name)) is not None:
-                return missing
-            if len(t):
-                tables[label] = t
-    if not tables:
-        raise FileNotFoundError(out / "pruning_encoder_scratch.csv")
+        if label in tables and (missing := no_intervals(tables[label], "pruned - scratch", name)) is not None:
+            return missing
     every = pd.concat(tables.values())
     ahead, behind = sides(every)
     verdict = HOLDS if ahead == len(every) else FAILS if ahead == 0 else PARTLY
@@ -414,12 +421,7 @@ def c7_pruned_beats_scratch(out):
 def c7_paper(out):
     """Table 2 read literally: pruned above scratch at every configuration (point estimates;
     partly: at some)."""
-    tables = [t for name, _ in SCRATCH_TABLES if (out / name).is_file() and "pruned - scratch" in (t := read_table(out, name))]
-    if not tables:
-        raise FileNotFoundError(out / SCRATCH_TABLES[0][0])
-    every = pd.concat(tables)
-    every = every.dropna(subset=["pruned - scratch"])
-    every = every[~every["control"].astype(bool)] if "control" in every else every
+    every = pd.concat(scratch_differences(out).values())
     ahead = int((every["pruned - scratch"] > 0).sum())
     return HOLDS if ahead == len(every) else PARTLY if ahead else FAILS
 
